@@ -1,0 +1,27 @@
+//! The graph IR of mppq, at the bottom of the crate stack.
+//!
+//! It owns the in-memory model ([`Model`], [`Graph`], [`Operation`], [`Variable`]) with stable
+//! ids, typed attributes ([`Attribute`]), element types ([`DataType`]) and tensors
+//! ([`TensorData`]); the editing API and topological order ([`edit`], [`topo`]); pattern search
+//! ([`pattern`]); structural rewrites that need no executor ([`morph`]); and the quantization data
+//! model that operations carry ([`quant`]). It knows nothing of file formats or execution.
+
+pub mod attribute;
+pub mod dtype;
+pub mod edit;
+pub mod error;
+pub mod graph;
+pub mod morph;
+pub mod pattern;
+pub mod quant;
+pub mod tensor;
+pub mod topo;
+pub mod validate;
+pub mod value_type;
+
+pub use attribute::{Attribute, AttributeKind};
+pub use dtype::DataType;
+pub use error::{IrError, Result};
+pub use graph::{Graph, Model, OpId, Operation, VarId, Variable};
+pub use tensor::TensorData;
+pub use value_type::{Dim, TensorType, ValueType};

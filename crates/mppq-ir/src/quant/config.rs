@@ -1,0 +1,165 @@
+//! Tensor and operation quantization configs. A tensor config says how one input or output of
+//! an operation is quantized; a config may be *dominated by* another, and then shares its
+//! scale and offset (concat/add alignment, fused activations).
+
+use super::{QuantizationPolicy, QuantizationState, RoundingPolicy};
+use crate::error::{IrError, Result};
+use crate::graph::OpId;
+use serde::{Deserialize, Serialize};
+
+/// Which side of an operation a tensor config sits on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigSide {
+    Input,
+    Output,
+}
+
+/// Where a tensor config lives: an operation, a side and a slot index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ConfigLocation {
+    pub op: OpId,
+    pub side: ConfigSide,
+    pub index: usize,
+}
+
+/// How one tensor is quantized.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorQuantConfig {
+    pub policy: QuantizationPolicy,
+    pub rounding: RoundingPolicy,
+    /// 2–16 for quantized values, 32 for biases.
+    pub num_of_bits: u32,
+    /// Smallest and largest quantized value (for floating formats: the representable range).
+    pub quant_min: i64,
+    pub quant_max: i64,
+    /// Floating formats only (e.g. E4M3: 4 and 3).
+    pub exponent_bits: u32,
+    pub mantissa_bits: u32,
+    /// One value per tensor, or one per channel along `channel_axis`.
+    pub scale: Vec<f32>,
+    /// Zero point(s), integral; zero for symmetric policies.
+    pub offset: Vec<f32>,
+    pub channel_axis: Option<usize>,
+    /// Name of the observer that calibrates this config.
+    pub observer: String,
+    pub state: QuantizationState,
+    /// The config this one shares its parameters with, if any.
+    pub dominated_by: Option<ConfigLocation>,
+}
+
+impl TensorQuantConfig {
+    /// A linear integer config with the usual range for `bits` (signed if symmetric).
+    pub fn linear(bits: u32, symmetric: bool, channel_axis: Option<usize>) -> Result<Self> {
+        if !(2..=16).contains(&bits) && bits != 32 {
+            return Err(IrError::InvalidQuantConfig(format!("{bits} bits: use 2–16, or 32 for biases")));
+        }
+        let (quant_min, quant_max) = if symmetric {
+            (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+        } else {
+            (0, (1i64 << bits) - 1)
+        };
+        Ok(Self {
+            policy: QuantizationPolicy::linear(symmetric, channel_axis.is_some()),
+            rounding: RoundingPolicy::HalfEven,
+            num_of_bits: bits,
+            quant_min,
+            quant_max,
+            exponent_bits: 0,
+            mantissa_bits: 0,
+            scale: Vec::new(),
+            offset: Vec::new(),
+            channel_axis,
+            observer: "minmax".into(),
+            state: QuantizationState::Initial,
+            dominated_by: None,
+        })
+    }
+
+    /// Checks the config is internally consistent: bits and range, scale/offset shapes and
+    /// values, and that per-channel configs name an axis.
+    pub fn validate(&self) -> Result<()> {
+        let fail = |m: String| Err(IrError::InvalidQuantConfig(m));
+        if !(2..=16).contains(&self.num_of_bits) && self.num_of_bits != 32 {
+            return fail(format!("{} bits: use 2–16, or 32 for biases", self.num_of_bits));
+        }
+        if self.quant_min >= self.quant_max {
+            return fail(format!("quant_min {} must be below quant_max {}", self.quant_min, self.quant_max));
+        }
+        if !self.policy.is_floating() {
+            let span = (self.quant_max - self.quant_min) as u128;
+            if span >= 1u128 << self.num_of_bits {
+                return fail(format!(
+                    "range [{}, {}] does not fit in {} bits",
+                    self.quant_min, self.quant_max, self.num_of_bits
+                ));
+            }
+        } else if self.exponent_bits == 0 {
+            return fail("a floating config needs exponent bits".into());
+        }
+        if self.policy.is_per_channel() != self.channel_axis.is_some() {
+            return fail("a per-channel policy needs a channel axis, a per-tensor one must not have one".into());
+        }
+        if !self.scale.is_empty() || !self.offset.is_empty() {
+            if self.scale.len() != self.offset.len() {
+                return fail(format!("{} scales but {} offsets", self.scale.len(), self.offset.len()));
+            }
+            if !self.policy.is_per_channel() && self.scale.len() != 1 {
+                return fail(format!("a per-tensor config has one scale, got {}", self.scale.len()));
+            }
+            if let Some(s) = self.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+                return fail(format!("scale {s} is not a positive finite number"));
+            }
+            if self.policy.is_symmetric() && self.offset.iter().any(|o| *o != 0.0) {
+                return fail("a symmetric config has zero offsets".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The quantization configs of one operation, one per input and output slot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OperationQuantConfig {
+    pub input_configs: Vec<Option<TensorQuantConfig>>,
+    pub output_configs: Vec<Option<TensorQuantConfig>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_ranges_and_validation() {
+        let c = TensorQuantConfig::linear(8, true, None).unwrap();
+        assert_eq!((c.quant_min, c.quant_max), (-128, 127));
+        let a = TensorQuantConfig::linear(4, false, Some(0)).unwrap();
+        assert_eq!((a.quant_min, a.quant_max), (0, 15));
+        assert!(TensorQuantConfig::linear(1, true, None).is_err());
+        assert!(TensorQuantConfig::linear(17, true, None).is_err());
+        assert!(TensorQuantConfig::linear(32, true, None).is_ok());
+
+        let mut bad = c.clone();
+        bad.scale = vec![0.0];
+        bad.offset = vec![0.0];
+        assert!(bad.validate().unwrap_err().to_string().contains("scale"));
+        let mut wide = c.clone();
+        wide.quant_max = 300;
+        assert!(wide.validate().is_err());
+        let mut ok = c;
+        ok.scale = vec![0.1];
+        ok.offset = vec![0.0];
+        ok.validate().unwrap();
+    }
+
+    #[test]
+    fn serde_round_trip() {
+        let mut c = TensorQuantConfig::linear(8, false, None).unwrap();
+        c.scale = vec![0.02];
+        c.offset = vec![128.0];
+        c.dominated_by = Some(ConfigLocation { op: OpId(3), side: ConfigSide::Output, index: 0 });
+        let json = serde_json::to_string(&c).unwrap();
+        let back: TensorQuantConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+    }
+}

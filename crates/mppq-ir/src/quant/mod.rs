@@ -1,0 +1,16 @@
+//! The quantization data model carried by the graph: what precision an operation runs in,
+//! the policy flags and rounding of a quantized tensor, its lifecycle state, and the tensor /
+//! operation configs (with dominance links for shared scales). Behaviour (observers,
+//! fake-quant) lives in higher crates; these are the types they share.
+
+mod config;
+mod policy;
+mod precision;
+mod rounding;
+mod state;
+
+pub use config::{ConfigLocation, ConfigSide, OperationQuantConfig, TensorQuantConfig};
+pub use policy::{QuantizationPolicy, QuantizationProperty};
+pub use precision::TargetPrecision;
+pub use rounding::RoundingPolicy;
+pub use state::QuantizationState;

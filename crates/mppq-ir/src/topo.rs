@@ -98,7 +98,10 @@ impl Graph {
                 }
             }
         }
-        let name = |i: usize| self.operations[&ids[i]].name.clone();
+        let name = |i: usize| {
+            let op = &self.operations[&ids[i]];
+            if op.name.is_empty() { format!("#{} ({})", ids[i].0, op.op_type) } else { format!("{} ({})", op.name, op.op_type) }
+        };
         // A strongly connected component with more than one node (or a self loop) is a cycle;
         // walk it to print the operations in cycle order.
         for scc in petgraph::algo::tarjan_scc(&g) {

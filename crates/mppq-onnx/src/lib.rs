@@ -1,1 +1,23 @@
-//! placeholder
+//! ONNX reading and writing for mppq: `.onnx` bytes or files (with external data) to the mppq
+//! IR and back, losslessly.
+//!
+//! It owns the prost types generated from the ONNX schema kept in this crate ([`proto`]), the
+//! conversions of tensors, types and attributes, model [`load`] with validation (every problem a
+//! typed [`OnnxError`] naming the file and the node or field), and atomic model [`save`] with
+//! external data for large models.
+
+pub mod attribute;
+pub mod error;
+pub mod external;
+pub mod load;
+pub mod proto;
+pub mod save;
+pub mod tensor;
+pub mod value_type;
+
+pub use error::{OnnxError, Result};
+pub use load::{decode_tensor_file, load_model, load_model_from_bytes};
+pub use save::{ExternalData, SaveOptions, save_model, model_to_bytes};
+
+/// Highest IR version this crate writes (ONNX Runtime 1.31 loads IR ≤ 13).
+pub const MAX_IR_VERSION: i64 = 13;

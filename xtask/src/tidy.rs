@@ -1,1 +1,100 @@
-//! tidy
+//! Repository rules, checked as plain tests: every module opens with a `//!` line, the crate
+//! stack is respected (a crate depends only on crates to its left), internal dependencies carry
+//! versions (so the crates can be published), and no test expects a panic (errors are asserted as values).
+
+use crate::proto::workspace_root;
+use std::path::{Path, PathBuf};
+
+/// The crate stack, bottom first.
+const STACK: [&str; 7] = ["mppq-ir", "mppq-onnx", "mppq-exec", "mppq-dispatch", "mppq-quant", "mppq-passes", "mppq-api"];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            // Generated code is included into a documented module, not a module itself.
+            if p.file_name().is_some_and(|n| n == "generated") {
+                continue;
+            }
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn all_sources() -> Vec<PathBuf> {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask/src", "examples"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    files
+}
+
+#[test]
+fn every_module_starts_with_a_doc_line() {
+    let missing: Vec<String> = all_sources()
+        .into_iter()
+        .filter(|p| p.components().any(|c| c.as_os_str() == "src"))
+        .filter(|p| !std::fs::read_to_string(p).unwrap_or_default().starts_with("//!"))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "modules without a leading `//!` line:\n{}", missing.join("\n"));
+}
+
+/// `mppq-*` names in the dependency sections of a manifest.
+fn internal_deps(manifest: &str) -> Vec<(String, String)> {
+    let mut section = String::new();
+    let mut deps = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            continue;
+        }
+        if section.ends_with("dependencies")
+            && let Some(name) = line.split(['=', '.', ' ']).next().filter(|n| n.starts_with("mppq-"))
+        {
+            deps.push((name.to_string(), line.to_string()));
+        }
+    }
+    deps
+}
+
+#[test]
+fn crates_respect_the_stack_and_versions() {
+    let root = workspace_root();
+    let mut problems = Vec::new();
+    for (level, krate) in STACK.iter().enumerate() {
+        let manifest = std::fs::read_to_string(root.join("crates").join(krate).join("Cargo.toml")).unwrap_or_default();
+        for (dep, line) in internal_deps(&manifest) {
+            match STACK.iter().position(|s| *s == dep) {
+                Some(l) if l < level => {}
+                _ => problems.push(format!("{krate} depends on {dep}, which is not below it in the stack")),
+            }
+            if !line.contains("workspace = true") && !line.contains("version") {
+                problems.push(format!("{krate}: dependency on {dep} has no version"));
+            }
+        }
+    }
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
+    for krate in STACK {
+        let line = workspace.lines().find(|l| l.starts_with(&format!("{krate} =")));
+        if !line.is_some_and(|l| l.contains("version")) {
+            problems.push(format!("workspace dependency {krate} has no version"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn no_should_panic_tests() {
+    let needle = ["#[should", "_panic"].concat();
+    let offenders: Vec<String> = all_sources()
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(p).unwrap_or_default().contains(&needle))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(offenders.is_empty(), "tests must assert errors, not panics: {offenders:?}");
+}

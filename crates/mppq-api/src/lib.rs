@@ -1,1 +1,9 @@
-//! placeholder
+//! The front door of mppq: the Rust API and the `mppq` command-line program.
+//!
+//! It owns what a user touches directly: model inspection ([`info`]) and, as the lower crates
+//! grow, the one-call quantization API, platform registration and reports. The CLI in
+//! `src/bin/mppq.rs` is a thin layer over these functions.
+
+pub mod info;
+
+pub use info::ModelInfo;

@@ -2,6 +2,7 @@
 //! conformance runs against the ONNX backend test data, benchmarks against ONNX Runtime).
 
 mod backend_tests;
+mod conformance;
 mod proto;
 mod pyenv;
 mod roundtrip;
@@ -32,6 +33,27 @@ enum Command {
         #[arg(long)]
         skip_ort: bool,
     },
+    /// Run ONNX's backend test data through the executor and compare with the stored outputs.
+    Conformance {
+        /// Backend: cpu (flex) or wgpu (needs the `wgpu` feature).
+        #[arg(long, default_value = "cpu")]
+        backend: String,
+        /// One suite directory, or the backend test data root.
+        #[arg(long)]
+        suite: Option<PathBuf>,
+        /// Write results as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Only cases whose name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+        /// Print why each case did not pass.
+        #[arg(long, short)]
+        verbose: bool,
+        /// Rewrite the manifest with the cases that passed.
+        #[arg(long)]
+        write_manifest: bool,
+    },
     /// Create (or update) the Python reference environment and print its interpreter path.
     Pyenv,
 }
@@ -45,6 +67,10 @@ fn main() -> Result<()> {
             } else {
                 std::process::exit(1)
             }
+        }
+        Command::Conformance { backend, suite, json, filter, verbose, write_manifest } => {
+            let opts = conformance::Options { backend, suite, json, filter, verbose, write_manifest };
+            if conformance::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::Pyenv => {
             println!("{}", pyenv::python()?.display());

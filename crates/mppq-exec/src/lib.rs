@@ -1,3 +1,25 @@
-//! Executor of mppq (being built): runs an IR graph on Burn, in float and with quantization
-//! simulation, on CPU (`flex`) and GPU (`wgpu`) through one operator code path. It will own the
-//! operator registry (one file per operator), execution hooks and the fake-quant kernels.
+//! The executor of mppq: runs an IR graph on Burn, in float and with quantization simulation.
+//!
+//! One operator code path serves every backend: values are rank-erased Burn tensors
+//! ([`Tensor`], [`Value`]) on a run-time [`Device`] (CPU `flex` by default, GPU `wgpu` behind
+//! the `wgpu` feature). It owns the operator registry ([`registry`]; one file per operator under
+//! [`ops`], holding its attribute parsing, checks, Burn implementation and registration), the
+//! engine ([`Executor`]: topological plan, partial runs, hooks, early freeing of values), and the
+//! hook points for fake quantization ([`hooks`]).
+
+pub mod device;
+pub mod engine;
+pub mod error;
+pub mod hooks;
+pub mod ops;
+pub mod registry;
+pub mod tensor;
+pub mod value;
+
+pub use device::Device;
+pub use engine::Executor;
+pub use error::{ExecError, Result};
+pub use hooks::{ExecHook, FakeQuantizer, IdentityFakeQuant, QuantSimulation};
+pub use registry::{Kernel, KernelBuilder, KernelContext, OpNode, OpRegistry};
+pub use tensor::Tensor;
+pub use value::Value;

@@ -1,0 +1,24 @@
+//! The executor's error type: every variant names the operation (node name and type) it
+//! concerns, and unsupported operators name their domain and opset.
+
+use mppq_ir::IrError;
+
+pub type Result<T, E = ExecError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("operator {op_type} (domain `{domain}`, opset {opset}) of node `{node}` is not supported{hint}")]
+    Unsupported { op_type: String, domain: String, opset: i64, node: String, hint: String },
+    #[error("node `{node}` ({op_type}): {message}")]
+    Op { node: String, op_type: String, message: String },
+    #[error("node `{node}` ({op_type}): shapes {left:?} and {right:?} {message}")]
+    Shape { node: String, op_type: String, left: Vec<usize>, right: Vec<usize>, message: String },
+    #[error("graph input `{name}`: {message}")]
+    Input { name: String, message: String },
+    #[error("no value for `{0}`: it is not a graph input, initializer or output of any executed node")]
+    MissingValue(String),
+    #[error("node `{node}` ({op_type}) failed inside the tensor backend: {message}")]
+    Backend { node: String, op_type: String, message: String },
+    #[error(transparent)]
+    Ir(#[from] IrError),
+}

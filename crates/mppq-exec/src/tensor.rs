@@ -333,6 +333,23 @@ impl Tensor {
     }
 }
 
+/// Brings two operands of a broadcasting operation to their common shape (numpy rules), or
+/// returns their shapes when they do not broadcast.
+pub fn broadcast_pair(a: Tensor, b: Tensor) -> std::result::Result<(Tensor, Tensor, Vec<usize>), (Vec<usize>, Vec<usize>)> {
+    let (sa, sb) = (a.shape(), b.shape());
+    let Some(out) = broadcast_shapes(&sa, &sb) else { return Err((sa, sb)) };
+    let lift = |t: Tensor, s: &[usize]| {
+        if s.len() == out.len() {
+            t
+        } else {
+            let mut shape = vec![1; out.len() - s.len()];
+            shape.extend_from_slice(s);
+            t.reshape(&shape)
+        }
+    };
+    Ok((lift(a, &sa).expand(&out), lift(b, &sb).expand(&out), out))
+}
+
 /// The numpy broadcast of two shapes, or `None` if they do not broadcast.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let rank = a.len().max(b.len());

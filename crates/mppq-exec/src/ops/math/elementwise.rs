@@ -3,7 +3,7 @@
 
 use crate::error::{ExecError, Result};
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
-use crate::tensor::{Kind, Tensor, broadcast_shapes};
+use crate::tensor::{Kind, Tensor, broadcast_pair};
 use crate::value::Value;
 use burn::backend::Dispatch;
 use burn::backend::ops::{ActivationOps, FloatTensorOps, IntTensorOps};
@@ -44,24 +44,13 @@ pub fn align_binary(ctx: &KernelContext<'_>, a: Tensor, b: Tensor) -> Result<(Te
     if a.dtype() != b.dtype() {
         return Err(ctx.err(format!("operands have different types: {} and {}", a.dtype(), b.dtype())));
     }
-    let (sa, sb) = (a.shape(), b.shape());
-    let out = broadcast_shapes(&sa, &sb).ok_or_else(|| ExecError::Shape {
+    broadcast_pair(a, b).map_err(|(left, right)| ExecError::Shape {
         node: ctx.node.to_string(),
         op_type: ctx.op_type.to_string(),
-        left: sa.clone(),
-        right: sb.clone(),
+        left,
+        right,
         message: "do not broadcast".into(),
-    })?;
-    let lift = |t: Tensor, s: &[usize]| {
-        if s.len() == out.len() {
-            t
-        } else {
-            let mut shape = vec![1; out.len() - s.len()];
-            shape.extend_from_slice(s);
-            t.reshape(&shape)
-        }
-    };
-    Ok((lift(a, &sa).expand(&out), lift(b, &sb).expand(&out), out))
+    })
 }
 
 impl Kernel for Binary {

@@ -20,6 +20,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a model on inputs from an .npz (keys = input names) or .npy file; write each output
+    /// as OUT_DIR/<output name>.npy.
+    Run {
+        model: PathBuf,
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(short, long, default_value = "mppq_out")]
+        output: PathBuf,
+        /// Compute device: cpu, or wgpu when built with the `wgpu` feature.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +55,19 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 println!("{}\n", model.display());
                 print!("{info}");
+            }
+        }
+        Command::Run { model, input, output, device } => {
+            let device = mppq_exec::Device::by_name(&device)
+                .ok_or_else(|| anyhow::anyhow!("unknown device `{device}` (cpu, or wgpu when built with it)"))?;
+            let loaded = mppq_onnx::load_model(&model)?;
+            let feeds = mppq_api::run::read_feeds(&loaded, &input)?;
+            let outputs = mppq_api::run::run_model(&loaded, feeds, &device)?;
+            std::fs::create_dir_all(&output).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", output.display()))?;
+            for (name, data) in outputs {
+                let path = output.join(mppq_api::run::output_file_name(&name));
+                mppq_api::npy::write_npy(&path, &data)?;
+                println!("{name}: {} {:?} -> {}", data.dtype(), data.shape(), path.display());
             }
         }
     }

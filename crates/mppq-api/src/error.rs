@@ -1,0 +1,24 @@
+//! The API's error type: wraps the lower crates' errors and adds data-file problems, always
+//! naming the file and input concerned.
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Onnx(#[from] mppq_onnx::OnnxError),
+    #[error(transparent)]
+    Exec(#[from] mppq_exec::ExecError),
+    #[error(transparent)]
+    Ir(#[from] mppq_ir::IrError),
+    #[error("`{file}`: {message}")]
+    Data { file: String, message: String },
+    #[error("`{path}`: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+impl ApiError {
+    pub(crate) fn data(file: &std::path::Path, message: impl Into<String>) -> Self {
+        ApiError::Data { file: file.display().to_string(), message: message.into() }
+    }
+}

@@ -1,0 +1,142 @@
+//! NumPy files: `.npy` arrays and `.npz` archives to and from IR tensors (little-endian numeric
+//! and bool types; C order). Writes are atomic.
+
+use crate::error::{ApiError, Result};
+use mppq_ir::{DataType, TensorData};
+use std::io::Read;
+use std::path::Path;
+
+fn dtype_of(descr: &str) -> Option<DataType> {
+    Some(match descr {
+        "<f4" => DataType::Float,
+        "<f8" => DataType::Double,
+        "<f2" => DataType::Float16,
+        "<i8" => DataType::Int64,
+        "<i4" => DataType::Int32,
+        "<i2" => DataType::Int16,
+        "|i1" => DataType::Int8,
+        "|u1" => DataType::Uint8,
+        "<u2" => DataType::Uint16,
+        "<u4" => DataType::Uint32,
+        "<u8" => DataType::Uint64,
+        "|b1" => DataType::Bool,
+        _ => return None,
+    })
+}
+
+fn descr_of(dtype: DataType) -> Option<&'static str> {
+    Some(match dtype {
+        DataType::Float => "<f4",
+        DataType::Double => "<f8",
+        DataType::Float16 => "<f2",
+        DataType::Int64 => "<i8",
+        DataType::Int32 => "<i4",
+        DataType::Int16 => "<i2",
+        DataType::Int8 => "|i1",
+        DataType::Uint8 => "|u1",
+        DataType::Uint16 => "<u2",
+        DataType::Uint32 => "<u4",
+        DataType::Uint64 => "<u8",
+        DataType::Bool => "|b1",
+        _ => return None,
+    })
+}
+
+fn from_npy<R: Read>(file: &Path, what: &str, npy: npyz::NpyFile<R>) -> Result<TensorData> {
+    let descr = npy.dtype().descr();
+    let descr = descr.trim_matches('\'');
+    let dtype = dtype_of(descr)
+        .ok_or_else(|| ApiError::data(file, format!("{what}: unsupported dtype `{descr}` (little-endian numbers or bool)")))?;
+    if npy.order() == npyz::Order::Fortran {
+        return Err(ApiError::data(file, format!("{what}: Fortran-order arrays are not supported; save with C order")));
+    }
+    let shape: Vec<usize> = npy.shape().iter().map(|d| *d as usize).collect();
+    let mut bytes = Vec::new();
+    let mut reader = npy.into_inner();
+    reader.read_to_end(&mut bytes).map_err(|e| ApiError::data(file, format!("{what}: {e}")))?;
+    let expected = dtype.packed_len(shape.iter().product()).unwrap_or(0);
+    if bytes.len() < expected {
+        return Err(ApiError::data(file, format!("{what}: truncated data ({} of {expected} bytes)", bytes.len())));
+    }
+    bytes.truncate(expected);
+    TensorData::from_packed(dtype, shape, bytes).map_err(|e| ApiError::data(file, format!("{what}: {e}")))
+}
+
+/// Reads one `.npy` array.
+pub fn read_npy(path: &Path) -> Result<TensorData> {
+    let bytes = std::fs::read(path).map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
+    let npy = npyz::NpyFile::new(bytes.as_slice()).map_err(|e| ApiError::data(path, format!("not a .npy file: {e}")))?;
+    from_npy(path, "array", npy)
+}
+
+/// Reads every array of an `.npz` archive, in archive order.
+pub fn read_npz(path: &Path) -> Result<Vec<(String, TensorData)>> {
+    let mut archive = npyz::npz::NpzArchive::open(path).map_err(|e| ApiError::data(path, format!("not a .npz archive: {e}")))?;
+    let names: Vec<String> = archive.array_names().map(str::to_string).collect();
+    let mut arrays = Vec::with_capacity(names.len());
+    for name in names {
+        let npy = archive
+            .by_name(&name)
+            .map_err(|e| ApiError::data(path, format!("array `{name}`: {e}")))?
+            .ok_or_else(|| ApiError::data(path, format!("array `{name}` is listed but missing")))?;
+        arrays.push((name.clone(), from_npy(path, &format!("array `{name}`"), npy)?));
+    }
+    Ok(arrays)
+}
+
+/// Writes an `.npy` file atomically (temporary file, then rename).
+pub fn write_npy(path: &Path, tensor: &TensorData) -> Result<()> {
+    let io = |source| ApiError::Io { path: path.display().to_string(), source };
+    let descr = descr_of(tensor.dtype())
+        .ok_or_else(|| ApiError::data(path, format!("{} tensors cannot be written as .npy", tensor.dtype())))?;
+    let shape: Vec<String> = tensor.shape().iter().map(|d| d.to_string()).collect();
+    let shape = match shape.len() {
+        1 => format!("({},)", shape[0]),
+        _ => format!("({})", shape.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // NPY 1.0: magic (6) + version (2) + header length (2) + header, padded to 64 bytes with '\n'.
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut bytes = Vec::with_capacity(10 + header.len() + tensor.byte_len());
+    bytes.extend_from_slice(b"\x93NUMPY\x01\x00");
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(tensor.packed().unwrap_or_default());
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut tmp, &bytes).map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_round_trip_all_supported_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let tensors = [
+            TensorData::from_vec(vec![2, 3], &[1.5f32, -2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
+            TensorData::from_vec(vec![3], &[1i64, -2, 3]).unwrap(),
+            TensorData::from_vec(vec![2], &[true, false]).unwrap(),
+            TensorData::scalar(7u8),
+        ];
+        for (i, t) in tensors.iter().enumerate() {
+            let p = dir.path().join(format!("{i}.npy"));
+            write_npy(&p, t).unwrap();
+            assert_eq!(&read_npy(&p).unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn garbage_is_a_typed_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.npz");
+        std::fs::write(&p, b"not a zip").unwrap();
+        let msg = read_npz(&p).unwrap_err().to_string();
+        assert!(msg.contains("bad.npz"), "{msg}");
+    }
+}

@@ -1,0 +1,83 @@
+//! Running a model on user data (`mppq run`): feeds from `.npz`/`.npy` files checked against the
+//! graph's declared inputs, outputs back as IR tensors.
+
+use crate::error::{ApiError, Result};
+use mppq_exec::{Device, Executor, OpRegistry, Tensor, Value};
+use mppq_ir::{Dim, Model, TensorData};
+use std::path::Path;
+
+/// Reads a feed file: an `.npz` (keys = input names) or, for a single-input model, an `.npy`.
+pub fn read_feeds(model: &Model, path: &Path) -> Result<Vec<(String, TensorData)>> {
+    let g = &model.graph;
+    let inputs: Vec<String> = g.feed_inputs().iter().map(|id| g.var_name(*id).to_string()).collect();
+    let arrays = match path.extension().and_then(|e| e.to_str()) {
+        Some("npy") => {
+            if inputs.len() != 1 {
+                return Err(ApiError::data(path, format!("a .npy file can feed a single-input model; this one has {} inputs ({}): use .npz", inputs.len(), inputs.join(", "))));
+            }
+            vec![(inputs[0].clone(), crate::npy::read_npy(path)?)]
+        }
+        _ => crate::npy::read_npz(path)?,
+    };
+    for (name, data) in &arrays {
+        if !inputs.contains(name) {
+            return Err(ApiError::data(path, format!("array `{name}` matches no graph input (inputs: {})", inputs.join(", "))));
+        }
+        check_declared(model, path, name, data)?;
+    }
+    if let Some(missing) = inputs.iter().find(|n| !arrays.iter().any(|(a, _)| a == *n)) {
+        return Err(ApiError::data(path, format!("no array for input `{missing}`")));
+    }
+    Ok(arrays)
+}
+
+/// Checks a feed against the input's declared element type and shape (symbolic dims match any size).
+fn check_declared(model: &Model, path: &Path, name: &str, data: &TensorData) -> Result<()> {
+    let g = &model.graph;
+    let Some(ty) = g.var_id(name).and_then(|id| g.variable(id).ok()?.ty.clone()) else { return Ok(()) };
+    let Some(t) = ty.as_tensor() else { return Ok(()) };
+    if let Some(dt) = t.dtype
+        && dt != data.dtype()
+    {
+        return Err(ApiError::data(path, format!("input `{name}` must be {dt}, the file holds {}", data.dtype())));
+    }
+    if let Some(dims) = &t.shape {
+        let fits = dims.len() == data.rank()
+            && dims.iter().zip(data.shape()).all(|(d, s)| !matches!(d, Dim::Known(k) if *k != *s as i64));
+        if !fits {
+            return Err(ApiError::data(
+                path,
+                format!("input `{name}` must have shape {ty}, the file holds {:?}", data.shape()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `model` once on `feeds` with the built-in operators; returns the graph outputs.
+pub fn run_model(model: &Model, feeds: Vec<(String, TensorData)>, device: &Device) -> Result<Vec<(String, TensorData)>> {
+    let opsets = |d: &str| model.opset(d).unwrap_or(0);
+    let exec = Executor::new(&model.graph, &OpRegistry::builtin(), device, &opsets)?;
+    let values = feeds
+        .into_iter()
+        .map(|(n, d)| {
+            Tensor::from_data(&d, device)
+                .map(|t| (n.clone(), Value::Tensor(t)))
+                .map_err(|e| ApiError::Data { file: n.clone(), message: e.to_string() })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let outputs = exec.run(values, &mut [])?;
+    outputs
+        .into_iter()
+        .map(|(name, v)| match v {
+            Value::Tensor(t) => Ok((name, t.to_data()?)),
+            _ => Err(ApiError::Data { file: name, message: "output is not a tensor".into() }),
+        })
+        .collect()
+}
+
+/// A file name for an output (anything outside `[A-Za-z0-9_.-]` becomes `_`).
+pub fn output_file_name(name: &str) -> String {
+    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
+    format!("{clean}.npy")
+}

@@ -35,3 +35,6 @@ pub fn register(r: &mut OpRegistry) {
     variadic::register(r);
     where_op::register(r);
 }
+
+#[cfg(test)]
+mod tests;

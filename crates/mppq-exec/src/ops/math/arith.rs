@@ -2,7 +2,7 @@
 //! Sub, Mul, Div (float and integer; integer Div truncates toward zero like ONNX Runtime) and
 //! Mod (`fmod=0`: floor modulo, sign of the divisor; `fmod=1`: C fmod, sign of the dividend).
 
-use super::util::{Legacy, align_binary, has_zero, one};
+use super::util::{Legacy, align_binary, div_overflows, has_zero, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Kind;
@@ -65,6 +65,9 @@ impl Kernel for Arith {
         let kind = a.kind();
         if kind == Kind::Int && matches!(self.op, Op::Div | Op::FloorMod | Op::Fmod) && has_zero(&b) {
             return Err(ctx.err("integer division by zero"));
+        }
+        if kind == Kind::Int && matches!(self.op, Op::Div | Op::Fmod) && div_overflows(&a, &b) {
+            return Err(ctx.err("integer division overflows (minimum value divided by -1)"));
         }
         let (x, y) = (a.into_dispatch(), b.into_dispatch());
         let out = match (kind, self.op) {

@@ -88,3 +88,21 @@ fn integer_clip_with_min_above_max_gives_max() {
     let out = run(Operation::new("Clip", "c").with_opset(13), vec![ints(&[-5, 0, 5]), ints(&[2]), ints(&[1])]).unwrap();
     assert_eq!(out.to_i64_vec(), vec![1, 1, 1]);
 }
+
+
+#[test]
+fn signed_division_overflow_is_an_error() {
+    let err = run(Operation::new("Div", "d").with_opset(17), vec![ints(&[i64::MIN]), ints(&[-1])]).unwrap_err();
+    assert!(err.to_string().contains("overflow"), "{err}");
+}
+
+#[test]
+fn max_and_min_propagate_nan_from_either_side() {
+    let dev = Device::cpu();
+    for op in ["Max", "Min"] {
+        let a = Tensor::from_f32(&[2], vec![f32::NAN, 1.0], &dev);
+        let b = Tensor::from_f32(&[2], vec![1.0, f32::NAN], &dev);
+        let y = run(Operation::new(op, "m").with_opset(17), vec![a, b]).unwrap().to_f32_vec();
+        assert!(y.iter().all(|v| v.is_nan()), "{op}: {y:?}");
+    }
+}

@@ -116,6 +116,22 @@ pub fn has_zero(t: &Tensor) -> bool {
     Tensor::from_dispatch(any).to_i64_vec().first().copied().unwrap_or(0) != 0
 }
 
+/// Whether a signed integer division `x / y` (same shape) overflows somewhere (`MIN / -1`).
+pub fn div_overflows(x: &Tensor, y: &Tensor) -> bool {
+    let dtype = x.burn_dtype();
+    let min = match dtype {
+        DType::I8 => i64::from(i8::MIN),
+        DType::I16 => i64::from(i16::MIN),
+        DType::I32 => i64::from(i32::MIN),
+        DType::I64 => i64::MIN,
+        _ => return false,
+    };
+    let at_min = Dispatch::int_equal_elem(x.dispatch().clone(), Scalar::Int(min), BOOL);
+    let minus_one = Dispatch::int_equal_elem(y.dispatch().clone(), Scalar::Int(-1), BOOL);
+    let any = Dispatch::bool_any(Dispatch::bool_and(at_min, minus_one));
+    Tensor::from_dispatch(any).to_i64_vec().first().copied().unwrap_or(0) != 0
+}
+
 /// A float tensor filled with `v`, with `like`'s shape and dtype.
 pub fn float_full_like(like: &DispatchTensor, v: f64) -> DispatchTensor {
     let dtype = like.dtype();

@@ -1,12 +1,12 @@
 //! Variadic element-wise operators with numpy broadcasting: Max, Min, Sum (float and integer)
-//! and Mean (float). One fold, parameterised by the pairwise operation.
+//! and Mean (float). One fold, parameterised by the pairwise operation; float Max/Min propagate NaN.
 
 use super::util::{BOOL, align_binary, one, select};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Kind;
 use crate::value::Value;
-use burn::backend::ops::{FloatTensorOps, IntTensorOps};
+use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn::backend::{Dispatch, DispatchTensor};
 use burn::tensor::Scalar;
 
@@ -35,13 +35,18 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     })))
 }
 
+/// Float Max/Min take `y` where it wins or is NaN, so NaN propagates from either side.
+fn takes_y(wins: DispatchTensor, y: &DispatchTensor) -> DispatchTensor {
+    Dispatch::bool_or(wins, Dispatch::float_is_nan(y.clone(), BOOL))
+}
+
 fn pair(op: Op, kind: Kind, x: DispatchTensor, y: DispatchTensor) -> DispatchTensor {
     match (op, kind) {
         (Op::Sum | Op::Mean, Kind::Float) => Dispatch::float_add(x, y),
         (Op::Sum | Op::Mean, _) => Dispatch::int_add(x, y),
-        (Op::Max, Kind::Float) => select(Dispatch::float_lower(x.clone(), y.clone(), BOOL), y, x, kind),
+        (Op::Max, Kind::Float) => select(takes_y(Dispatch::float_lower(x.clone(), y.clone(), BOOL), &y), y, x, kind),
         (Op::Max, _) => select(Dispatch::int_lower(x.clone(), y.clone(), BOOL), y, x, kind),
-        (Op::Min, Kind::Float) => select(Dispatch::float_greater(x.clone(), y.clone(), BOOL), y, x, kind),
+        (Op::Min, Kind::Float) => select(takes_y(Dispatch::float_greater(x.clone(), y.clone(), BOOL), &y), y, x, kind),
         (Op::Min, _) => select(Dispatch::int_greater(x.clone(), y.clone(), BOOL), y, x, kind),
     }
 }

@@ -1,0 +1,69 @@
+//! Cast (`to` attribute; an ONNX type name string before opset 6) and CastLike (type of the
+//! second input), between every float, integer and bool type Burn holds. Targets Burn cannot
+//! hold (string, FP8, 4- and 2-bit types) are reported as unsupported when the node is built.
+
+use crate::error::{ExecError, Result};
+use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::tensor::burn_dtype;
+use crate::value::Value;
+use mppq_ir::{Attribute, DataType};
+
+pub fn register(r: &mut OpRegistry) {
+    r.register_fn("Cast", 1, build_cast);
+    r.register_fn("CastLike", 15, build_cast_like);
+}
+
+struct Cast {
+    /// `None`: the type of input 1 (CastLike).
+    to: Option<DataType>,
+}
+
+fn unsupported(node: &OpNode<'_>, to: DataType) -> ExecError {
+    ExecError::Unsupported {
+        op_type: node.op.op_type.clone(),
+        domain: "ai.onnx".into(),
+        opset: node.opset,
+        node: node.label().to_string(),
+        hint: format!(" (target type {} is not held by the tensor backend)", to.onnx_name()),
+    }
+}
+
+fn build_cast(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
+    let to = match node.op.attr("to") {
+        Some(Attribute::Int(code)) => {
+            let code = i32::try_from(*code).map_err(|_| node.err(format!("unknown type code {code}")))?;
+            DataType::from_onnx_code(code).ok_or_else(|| node.err(format!("unknown type code {code}")))?
+        }
+        Some(Attribute::String(name)) => {
+            let name = String::from_utf8_lossy(name).to_ascii_uppercase();
+            DataType::ALL
+                .iter()
+                .copied()
+                .find(|d| d.onnx_name() == name)
+                .ok_or_else(|| node.err(format!("unknown type name `{name}`")))?
+        }
+        Some(_) => return Err(node.err("attribute `to` must be an int (or a type name before opset 6)")),
+        None => return Err(node.err("attribute `to` is required")),
+    };
+    if burn_dtype(to).is_none() {
+        return Err(unsupported(node, to));
+    }
+    Ok(Box::new(Cast { to: Some(to) }))
+}
+
+fn build_cast_like(_node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
+    Ok(Box::new(Cast { to: None }))
+}
+
+impl Kernel for Cast {
+    fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
+        let mut ins = ctx.inputs(inputs);
+        let x = ins.tensor(0)?;
+        let to = match self.to {
+            Some(t) => t,
+            None => ins.tensor(1)?.dtype(),
+        };
+        let y = x.cast(to).map_err(|e| ctx.err(e.to_string()))?;
+        Ok(vec![Some(y.into())])
+    }
+}

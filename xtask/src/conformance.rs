@@ -156,6 +156,7 @@ fn run_case(case: &Case, registry: &OpRegistry, device: &Device) -> (Outcome, St
         }
         let outputs = match exec.run(feeds, &mut []) {
             Ok(o) => o,
+            Err(e @ ExecError::NotImplemented { .. }) => return (Outcome::Unsupported, e.to_string()),
             Err(e) => return (Outcome::Failed, e.to_string()),
         };
         for (i, (name, value)) in outputs.iter().enumerate() {

@@ -9,6 +9,10 @@ pub type Result<T, E = ExecError> = std::result::Result<T, E>;
 pub enum ExecError {
     #[error("operator {op_type} (domain `{domain}`, opset {opset}) of node `{node}` is not supported{hint}")]
     Unsupported { op_type: String, domain: String, opset: i64, node: String, hint: String },
+    /// A mode of a supported operator that this executor does not implement, found only at
+    /// run time (e.g. an input that switches Dropout to training mode).
+    #[error("node `{node}` ({op_type}): {feature} is not implemented")]
+    NotImplemented { node: String, op_type: String, feature: String },
     #[error("node `{node}` ({op_type}): {message}")]
     Op { node: String, op_type: String, message: String },
     #[error("node `{node}` ({op_type}): shapes {left:?} and {right:?} {message}")]

@@ -75,6 +75,11 @@ impl KernelContext<'_> {
         ExecError::Op { node: self.node.to_string(), op_type: self.op_type.to_string(), message: message.into() }
     }
 
+    /// A run-time "this mode is not implemented" error (counted as unsupported, not wrong).
+    pub fn not_implemented(&self, feature: impl Into<String>) -> ExecError {
+        ExecError::NotImplemented { node: self.node.to_string(), op_type: self.op_type.to_string(), feature: feature.into() }
+    }
+
     /// Input helper naming this node in its errors.
     pub fn inputs(&self, values: Vec<Option<Value>>) -> crate::value::Inputs<'_> {
         crate::value::Inputs::new(values, self.node, self.op_type)

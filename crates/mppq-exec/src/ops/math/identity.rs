@@ -53,7 +53,7 @@ impl Kernel for Dropout {
             let ratio = ins.opt_tensor(1)?.map(|t| t.to_f64_vec().first().copied().unwrap_or(0.0)).unwrap_or(0.5);
             let training = ins.opt_tensor(2)?.is_some_and(|t| t.to_i64_vec().first().copied().unwrap_or(0) != 0);
             if training && ratio != 0.0 {
-                return Err(ctx.err("training mode (random dropout) is not supported"));
+                return Err(ctx.not_implemented("training mode (random dropout)"));
             }
         }
         let mut out = vec![Some(Value::Tensor(x.clone()))];

@@ -10,7 +10,7 @@ use crate::value::Value;
 use burn::backend::Dispatch;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn::tensor::{IndexingUpdateOp, Shape};
-use mppq_ir::{DataType, TensorData};
+use mppq_ir::DataType;
 
 /// One output tensor.
 pub fn one(t: Tensor) -> Result<Vec<Option<Value>>> {
@@ -198,7 +198,9 @@ pub fn scalar(value: f64, dtype: DataType, device: &Device) -> Result<Tensor> {
     }
 }
 
-/// Uploads an IR tensor attribute, reporting the node on failure.
-pub fn upload(data: &TensorData, device: &Device, err: impl Fn(String) -> ExecError) -> Result<Tensor> {
-    Tensor::from_data(data, device).map_err(|e| err(e.to_string()))
+/// The single entry `i` of `axis` (kept as a length-1 axis).
+pub fn slice_axis_one(t: Tensor, axis: usize, i: usize) -> Tensor {
+    let mut ranges = vec![burn::tensor::Slice::new(0, None, 1); t.rank()];
+    ranges[axis] = burn::tensor::Slice::new(i as isize, Some(i as isize + 1), 1);
+    t.slice(&ranges)
 }

@@ -1,7 +1,7 @@
 //! Compress: keeps the slices along an axis (or of the flattened tensor) where a boolean
 //! condition is true, as one `select`.
 
-use super::util::{axis, host_tensor, index_tensor, one, HostValues};
+use super::util::{HostValues, axis, host_tensor, index_tensor, one, select};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -43,6 +43,6 @@ impl Kernel for Compress {
         if idx.is_empty() || out.contains(&0) {
             return one(host_tensor(&out, HostValues::I64(vec![]), x.dtype(), ctx.device)?);
         }
-        one(x.select(ax, &index_tensor(idx, ctx.device)))
+        one(select(x, ax, &index_tensor(idx, ctx.device))?)
     }
 }

@@ -26,7 +26,9 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 impl Kernel for Concat {
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let parts = ctx.inputs(inputs).rest(0)?;
-        let Some(first) = parts.first() else { return Err(ctx.err("at least one input is required")) };
+        let Some(first) = parts.first() else {
+            return Err(ctx.err("at least one input is required"));
+        };
         let (shape0, dtype) = (first.shape(), first.dtype());
         let ax = axis(ctx, self.axis, shape0.len())?;
         let mut total = 0usize;

@@ -1,7 +1,7 @@
 //! EyeLike: a 2-D tensor with ones on the `k`-th diagonal, shaped like the input, in the `dtype`
 //! attribute's type (default: the input's).
 
-use super::util::{host_tensor, one, HostValues};
+use super::util::{HostValues, host_tensor, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -31,7 +31,9 @@ impl Kernel for EyeLike {
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let x = ctx.inputs(inputs).tensor(0)?;
         let s = x.shape();
-        let [n, m] = s[..] else { return Err(ctx.err(format!("input must have rank 2, not {}", s.len()))) };
+        let [n, m] = s[..] else {
+            return Err(ctx.err(format!("input must have rank 2, not {}", s.len())));
+        };
         let dtype = self.dtype.unwrap_or(x.dtype());
         let v: Vec<i64> = (0..n * m).map(|p| i64::from((p % m) as i64 - (p / m) as i64 == self.k)).collect();
         one(host_tensor(&s, HostValues::I64(v), dtype, ctx.device)?)

@@ -2,7 +2,7 @@
 //! flattened data with exact host-side flat indices (so indices may be smaller than the data
 //! on every axis).
 
-use super::util::{axis, host_tensor, index_tensor, int_input, one, shape_err, strides, HostValues};
+use super::util::{HostValues, axis, host_tensor, index_tensor, int_input, one, select, shape_err, strides};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -62,7 +62,7 @@ impl Kernel for GatherElements {
             return one(host_tensor(&ishape, HostValues::I64(vec![]), x.dtype(), ctx.device)?);
         }
         let n = x.numel();
-        let picked = x.reshape(&[n]).select(0, &index_tensor(flat, ctx.device));
+        let picked = select(x.reshape(&[n]), 0, &index_tensor(flat, ctx.device))?;
         one(picked.reshape(&ishape))
     }
 }

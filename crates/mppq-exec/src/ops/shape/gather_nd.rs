@@ -1,7 +1,7 @@
 //! GatherND (with `batch_dims`): picks slices addressed by index tuples, as one `select` on the
 //! data viewed as rows of the non-indexed trailing dimensions.
 
-use super::util::{host_tensor, index_tensor, int_input, numel, one, shape_err, strides, HostValues};
+use super::util::{HostValues, host_tensor, index_tensor, int_input, numel, one, select, shape_err, strides};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -22,10 +22,18 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 
 /// Row numbers (in the data viewed as `[prod(data[..b+k]), data[b+k..]]`) addressed by the
 /// index tuples (ScatterND uses it with `b = 0`), and `k`.
-pub fn rows(ctx: &KernelContext<'_>, data: &[usize], ishape: &[usize], idx: &[i64], b: usize) -> Result<(Vec<i64>, usize)> {
+pub fn rows(
+    ctx: &KernelContext<'_>,
+    data: &[usize],
+    ishape: &[usize],
+    idx: &[i64],
+    b: usize,
+) -> Result<(Vec<i64>, usize)> {
     let q = ishape.len();
     let r = data.len();
-    let Some(&k) = ishape.last() else { return Err(ctx.err("indices must have rank >= 1")) };
+    let Some(&k) = ishape.last() else {
+        return Err(ctx.err("indices must have rank >= 1"));
+    };
     if b >= q || b >= r || k + b > r || ishape[..b] != data[..b] {
         return Err(shape_err(ctx, data, ishape, "indices do not fit the data"));
     }
@@ -67,7 +75,7 @@ impl Kernel for GatherNd {
         }
         let mut view = vec![numel(ctx, &s[..b + k])?];
         view.extend_from_slice(&s[b + k..]);
-        let picked = x.reshape(&view).select(0, &index_tensor(rows, ctx.device));
+        let picked = select(x.reshape(&view), 0, &index_tensor(rows, ctx.device))?;
         one(picked.reshape(&out))
     }
 }

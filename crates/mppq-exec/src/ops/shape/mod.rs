@@ -23,6 +23,8 @@ mod scatter_nd;
 mod shape_of;
 mod slice;
 mod split;
+#[cfg(test)]
+mod tests;
 mod tile;
 mod transpose;
 mod trilu;

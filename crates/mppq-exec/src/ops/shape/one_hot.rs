@@ -1,7 +1,7 @@
 //! OneHot: `values[1]` where the (truncated, negative-wrapped) index equals the position along
 //! the new axis, `values[0]` elsewhere; out-of-range indices give an all-off row.
 
-use super::util::{axis, filled, one, slice_axis_one};
+use super::util::{HostValues, axis, filled, host_tensor, numel, one, scalar_f64, slice_axis_one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Kind, Tensor};
@@ -29,8 +29,8 @@ impl Kernel for OneHot {
         if i.kind() == Kind::Bool {
             return Err(ctx.err("indices must be numeric"));
         }
-        let d = depth.to_f64_vec()[0];
-        if !(d >= 1.0 && d < (1u64 << 40) as f64) {
+        let d = scalar_f64(ctx, &depth, "depth")?;
+        if !(1.0..(1u64 << 31) as f64).contains(&d) {
             return Err(ctx.err(format!("depth {d} is invalid")));
         }
         let d = d as i64;
@@ -39,6 +39,9 @@ impl Kernel for OneHot {
         let idx: Vec<i64> = i.to_f64_vec().into_iter().map(|v| v as i64).collect();
         let mut out = ishape.clone();
         out.insert(ax, d as usize);
+        if numel(ctx, &out)? == 0 {
+            return one(host_tensor(&out, HostValues::I64(vec![]), values.dtype(), ctx.device)?);
+        }
         let outer: usize = ishape[..ax].iter().product();
         let inner: usize = ishape[ax..].iter().product();
         let du = d as usize;

@@ -3,7 +3,7 @@
 //! broadcast fills; the other modes are one `select` per axis with an exact source-index map.
 
 use super::slice::slice_axis;
-use super::util::{axes, filled, index_tensor, int_input, one, scalar};
+use super::util::{axes, filled, index_tensor, int_input, one, scalar, select};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Tensor;
@@ -135,7 +135,7 @@ impl Kernel for Pad {
                     return Err(ctx.err(format!("cannot pad the empty axis {a} in this mode")));
                 }
                 let idx: Vec<i64> = (-pb..d + pe).map(|p| source(self.mode, p, d)).collect();
-                y = y.select(a, &index_tensor(idx, ctx.device));
+                y = select(y, a, &index_tensor(idx, ctx.device))?;
             }
         }
         one(y)

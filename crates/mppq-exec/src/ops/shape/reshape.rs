@@ -17,11 +17,20 @@ pub fn register(r: &mut OpRegistry) {
 
 enum Op {
     /// Target shape from the attribute (opset < 5) or input 1; `allowzero`.
-    Reshape { shape: Option<Vec<i64>>, allowzero: bool },
-    Flatten { axis: i64 },
+    Reshape {
+        shape: Option<Vec<i64>>,
+        allowzero: bool,
+    },
+    Flatten {
+        axis: i64,
+    },
     /// Axes from the attribute (opset < 13) or input 1 (None: all unit dims).
-    Squeeze { axes: Option<Vec<i64>> },
-    Unsqueeze { axes: Option<Vec<i64>> },
+    Squeeze {
+        axes: Option<Vec<i64>>,
+    },
+    Unsqueeze {
+        axes: Option<Vec<i64>>,
+    },
 }
 
 struct ShapeOnly(Op);
@@ -40,7 +49,9 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         "Squeeze" => Op::Squeeze { axes: if node.opset < 13 { node.ints("axes")? } else { None } },
         _ => {
             if node.opset < 13 {
-                Op::Unsqueeze { axes: Some(node.ints("axes")?.ok_or_else(|| node.err("attribute `axes` is required"))?) }
+                Op::Unsqueeze {
+                    axes: Some(node.ints("axes")?.ok_or_else(|| node.err("attribute `axes` is required"))?),
+                }
             } else {
                 Op::Unsqueeze { axes: None }
             }

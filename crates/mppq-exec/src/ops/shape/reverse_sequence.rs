@@ -56,6 +56,6 @@ impl Kernel for ReverseSequence {
         ishape[0] = s[0];
         ishape[1] = s[1];
         let idx = Tensor::from_i64(&ishape, idx, ctx.device).expand(&s);
-        one(gather(x, self.time, &idx))
+        one(gather(x, self.time, &idx)?)
     }
 }

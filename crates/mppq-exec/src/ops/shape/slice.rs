@@ -1,7 +1,7 @@
 //! Slice: starts/ends/axes (attributes before opset 10, inputs after, with steps), negative
 //! steps, and clamping of out-of-range starts and ends exactly as the ONNX spec says.
 
-use super::util::{axis, flip, host_tensor, int_input, one, HostValues};
+use super::util::{HostValues, axis, flip, host_tensor, int_input, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Tensor;
@@ -12,9 +12,11 @@ pub fn register(r: &mut OpRegistry) {
     r.register_fn("Slice", 1, build);
 }
 
-/// Before opset 10 the ranges are attributes.
+/// Starts, ends and optional axes given as attributes (before opset 10).
+type RangeAttrs = (Vec<i64>, Vec<i64>, Option<Vec<i64>>);
+
 struct SliceOp {
-    attrs: Option<(Vec<i64>, Vec<i64>, Option<Vec<i64>>)>,
+    attrs: Option<RangeAttrs>,
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
@@ -51,7 +53,14 @@ pub fn resolve(start: i64, end: i64, step: i64, dim: usize) -> (i64, usize) {
 }
 
 /// Keeps `count` elements of `axis` from `start` by `step` (which may be negative).
-pub fn slice_axis(t: Tensor, ax: usize, start: i64, count: usize, step: i64, ctx: &KernelContext<'_>) -> Result<Tensor> {
+pub fn slice_axis(
+    t: Tensor,
+    ax: usize,
+    start: i64,
+    count: usize,
+    step: i64,
+    ctx: &KernelContext<'_>,
+) -> Result<Tensor> {
     let rank = t.rank();
     let full = Range::new(0, None, 1);
     let mut ranges = vec![full; rank];

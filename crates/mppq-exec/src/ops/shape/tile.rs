@@ -1,6 +1,6 @@
 //! Tile: repeats a tensor along each axis (`repeats` input), as one broadcast and one reshape.
 
-use super::util::{dims, host_tensor, int_input, numel, one, HostValues};
+use super::util::{HostValues, dims, host_tensor, int_input, numel, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;

@@ -33,7 +33,9 @@ impl Kernel for Transpose {
                             seen[a] = true;
                             out.push(a);
                         }
-                        None => return Err(ctx.err(format!("perm {p:?} is not a permutation of rank {rank}"))),
+                        None => {
+                            return Err(ctx.err(format!("perm {p:?} is not a permutation of rank {rank}")));
+                        }
                     }
                 }
                 if out.len() != rank {

@@ -30,6 +30,9 @@ pub fn shape_err(ctx: &KernelContext<'_>, left: &[usize], right: &[usize], messa
 
 /// Normalises an axis or reports it out of range.
 pub fn axis(ctx: &KernelContext<'_>, axis: i64, rank: usize) -> Result<usize> {
+    if rank == 0 {
+        return Err(ctx.err(format!("axis {axis} given for a scalar (rank 0) tensor")));
+    }
     normalize_axis(axis, rank).ok_or_else(|| ctx.err(format!("axis {axis} is out of range for rank {rank}")))
 }
 
@@ -56,9 +59,7 @@ pub fn int_input(ctx: &KernelContext<'_>, t: &Tensor, what: &str) -> Result<Vec<
 
 /// Converts a dimension list to `usize`, rejecting negative values.
 pub fn dims(ctx: &KernelContext<'_>, v: &[i64], what: &str) -> Result<Vec<usize>> {
-    v.iter()
-        .map(|&d| usize::try_from(d).map_err(|_| ctx.err(format!("{what} has a negative dimension {d}"))))
-        .collect()
+    v.iter().map(|&d| usize::try_from(d).map_err(|_| ctx.err(format!("{what} has a negative dimension {d}")))).collect()
 }
 
 /// Wraps negative indices along a dimension of size `dim` and checks bounds.
@@ -81,6 +82,22 @@ pub fn strides(shape: &[usize]) -> Vec<usize> {
         s[i] = s[i + 1] * shape[i + 1];
     }
     s
+}
+
+/// The one value of a single-element tensor, widened to f64.
+pub fn scalar_f64(ctx: &KernelContext<'_>, t: &Tensor, what: &str) -> Result<f64> {
+    match t.to_f64_vec()[..] {
+        [v] => Ok(v),
+        _ => Err(ctx.err(format!("{what} must have exactly one element"))),
+    }
+}
+
+/// The one value of a single-element integer tensor, exact.
+pub fn scalar_i64(ctx: &KernelContext<'_>, t: &Tensor, what: &str) -> Result<i64> {
+    match int_input(ctx, t, what)?[..] {
+        [v] => Ok(v),
+        _ => Err(ctx.err(format!("{what} must have exactly one element"))),
+    }
 }
 
 /// Product of dimensions, failing on overflow.
@@ -111,23 +128,44 @@ pub fn flip(t: Tensor, axes: &[usize]) -> Tensor {
     })
 }
 
+/// `Tensor::select` that keeps boolean data boolean. Burn 0.22.1 on flex returns a boolean
+/// tensor labelled `U8` from `bool_select`/`bool_gather`, which later kind-dispatching
+/// operations mistake for an int tensor; booleans therefore go through uint8.
+pub fn select(t: Tensor, dim: usize, idx: &Tensor) -> Result<Tensor> {
+    if t.kind() == Kind::Bool {
+        return t.cast(DataType::Uint8)?.select(dim, idx).cast(DataType::Bool);
+    }
+    Ok(t.select(dim, idx))
+}
+
 /// `out[..i..] = t[..idx[..i..]..]` along `dim`; `idx` has `t`'s shape except along `dim`.
-pub fn gather(t: Tensor, dim: usize, idx: &Tensor) -> Tensor {
-    let kind = t.kind();
-    let (x, i) = (t.into_dispatch(), idx.dispatch().clone());
-    Tensor::from_dispatch(match kind {
-        Kind::Float => Dispatch::float_gather(dim, x, i),
-        Kind::Int => Dispatch::int_gather(dim, x, i),
-        Kind::Bool => Dispatch::bool_gather(dim, x, i),
-    })
+pub fn gather(t: Tensor, dim: usize, idx: &Tensor) -> Result<Tensor> {
+    let (x, i) = (t.clone().into_dispatch(), idx.dispatch().clone());
+    match t.kind() {
+        Kind::Float => Ok(Tensor::from_dispatch(Dispatch::float_gather(dim, x, i))),
+        Kind::Int => Ok(Tensor::from_dispatch(Dispatch::int_gather(dim, x, i))),
+        Kind::Bool => gather(t.cast(DataType::Uint8)?, dim, idx)?.cast(DataType::Bool),
+    }
 }
 
 /// Scatters `values` into `t` along `dim` at `idx` (same shape as `values`, and as `t` outside
 /// `dim`), combining with `op`. Booleans go through int64.
 pub fn scatter(t: Tensor, dim: usize, idx: &Tensor, values: Tensor, op: IndexingUpdateOp) -> Result<Tensor> {
     match t.kind() {
-        Kind::Float => Ok(Tensor::from_dispatch(Dispatch::float_scatter(dim, t.into_dispatch(), idx.dispatch().clone(), values.into_dispatch(), op))),
-        Kind::Int => Ok(Tensor::from_dispatch(Dispatch::int_scatter(dim, t.into_dispatch(), idx.dispatch().clone(), values.into_dispatch(), op))),
+        Kind::Float => Ok(Tensor::from_dispatch(Dispatch::float_scatter(
+            dim,
+            t.into_dispatch(),
+            idx.dispatch().clone(),
+            values.into_dispatch(),
+            op,
+        ))),
+        Kind::Int => Ok(Tensor::from_dispatch(Dispatch::int_scatter(
+            dim,
+            t.into_dispatch(),
+            idx.dispatch().clone(),
+            values.into_dispatch(),
+            op,
+        ))),
         Kind::Bool => {
             let (t, v) = (t.cast(DataType::Int64)?, values.cast(DataType::Int64)?);
             scatter(t, dim, idx, v, op)?.cast(DataType::Bool)
@@ -139,8 +177,20 @@ pub fn scatter(t: Tensor, dim: usize, idx: &Tensor, values: Tensor, op: Indexing
 /// (`t`'s shape with `idx.len()` along `dim`), combining with `op`. Booleans go through int64.
 pub fn select_assign(t: Tensor, dim: usize, idx: &Tensor, values: Tensor, op: IndexingUpdateOp) -> Result<Tensor> {
     match t.kind() {
-        Kind::Float => Ok(Tensor::from_dispatch(Dispatch::float_select_assign(t.into_dispatch(), dim, idx.dispatch().clone(), values.into_dispatch(), op))),
-        Kind::Int => Ok(Tensor::from_dispatch(Dispatch::int_select_assign(t.into_dispatch(), dim, idx.dispatch().clone(), values.into_dispatch(), op))),
+        Kind::Float => Ok(Tensor::from_dispatch(Dispatch::float_select_assign(
+            t.into_dispatch(),
+            dim,
+            idx.dispatch().clone(),
+            values.into_dispatch(),
+            op,
+        ))),
+        Kind::Int => Ok(Tensor::from_dispatch(Dispatch::int_select_assign(
+            t.into_dispatch(),
+            dim,
+            idx.dispatch().clone(),
+            values.into_dispatch(),
+            op,
+        ))),
         Kind::Bool => {
             let (t, v) = (t.cast(DataType::Int64)?, values.cast(DataType::Int64)?);
             select_assign(t, dim, idx, v, op)?.cast(DataType::Bool)
@@ -163,10 +213,16 @@ pub fn host_tensor(shape: &[usize], values: HostValues, dtype: DataType, device:
             let data = burn::tensor::TensorData::new(v, Shape::from(shape.to_vec()));
             return Ok(Tensor::from_dispatch(Dispatch::float_from_data(data, dev)));
         }
-        HostValues::F64(v) if dtype.is_float() => Tensor::from_f32(shape, v.into_iter().map(|x| x as f32).collect(), device),
-        HostValues::F64(v) if dtype == DataType::Bool => Tensor::from_bool(shape, v.into_iter().map(|x| x != 0.0).collect(), device),
+        HostValues::F64(v) if dtype.is_float() => {
+            Tensor::from_f32(shape, v.into_iter().map(|x| x as f32).collect(), device)
+        }
+        HostValues::F64(v) if dtype == DataType::Bool => {
+            Tensor::from_bool(shape, v.into_iter().map(|x| x != 0.0).collect(), device)
+        }
         HostValues::F64(v) => Tensor::from_i64(shape, v.into_iter().map(|x| x as i64).collect(), device),
-        HostValues::I64(v) if dtype == DataType::Bool => Tensor::from_bool(shape, v.into_iter().map(|x| x != 0).collect(), device),
+        HostValues::I64(v) if dtype == DataType::Bool => {
+            Tensor::from_bool(shape, v.into_iter().map(|x| x != 0).collect(), device)
+        }
         HostValues::I64(v) if dtype.is_float() && dtype != DataType::Double => {
             Tensor::from_f32(shape, v.into_iter().map(|x| x as f32).collect(), device)
         }

@@ -1,7 +1,7 @@
 //! Compress: keeps the slices along an axis (or of the flattened tensor) where a boolean
 //! condition is true, as one `select`.
 
-use super::util::{HostValues, axis, host_tensor, index_tensor, one, select};
+use super::util::{axis, empty, index_tensor, one, select};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -41,7 +41,7 @@ impl Kernel for Compress {
         let mut out = x.shape();
         out[ax] = idx.len();
         if idx.is_empty() || out.contains(&0) {
-            return one(host_tensor(&out, HostValues::I64(vec![]), x.dtype(), ctx.device)?);
+            return one(empty(&out, x.dtype(), ctx.device)?);
         }
         one(select(x, ax, &index_tensor(idx, ctx.device))?)
     }

@@ -1,6 +1,6 @@
 //! Concat: joins tensors of one type along an axis.
 
-use super::util::{axis, one, shape_err};
+use super::util::{axis, empty, one, shape_err};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Tensor;
@@ -42,20 +42,15 @@ impl Kernel for Concat {
             }
             total += s[ax];
         }
-        let mut nonempty: Vec<Tensor> = parts.into_iter().filter(|p| p.shape()[ax] > 0).collect();
-        if nonempty.is_empty() || total == 0 {
-            let mut s = shape0.clone();
-            s[ax] = 0;
-            let empty = first_empty(ctx, &s, dtype)?;
-            return one(empty);
+        let mut out = shape0.clone();
+        out[ax] = total;
+        if out.contains(&0) {
+            return one(empty(&out, dtype, ctx.device)?);
         }
+        let mut nonempty: Vec<Tensor> = parts.into_iter().filter(|p| p.shape()[ax] > 0).collect();
         if nonempty.len() == 1 {
             return one(nonempty.remove(0));
         }
         one(Tensor::cat(nonempty, ax))
     }
-}
-
-fn first_empty(ctx: &KernelContext<'_>, shape: &[usize], dtype: mppq_ir::DataType) -> Result<Tensor> {
-    super::util::host_tensor(shape, super::util::HostValues::I64(vec![]), dtype, ctx.device)
 }

@@ -1,6 +1,6 @@
 //! Expand: broadcasts a tensor to a shape (numpy rules, in both directions).
 
-use super::util::{dims, int_input, one, shape_err};
+use super::util::{dims, empty, int_input, one, shape_err};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::broadcast_shapes;
@@ -33,7 +33,7 @@ impl Kernel for Expand {
             x
         };
         if out.contains(&0) {
-            return one(super::util::host_tensor(&out, super::util::HostValues::I64(vec![]), x.dtype(), ctx.device)?);
+            return one(empty(&out, x.dtype(), ctx.device)?);
         }
         one(x.expand(&out))
     }

@@ -1,7 +1,7 @@
 //! Gather: picks entries along an axis by an index tensor of any rank (negative indices count
 //! from the end), as one `select` on the flattened indices.
 
-use super::util::{HostValues, axis, host_tensor, index_tensor, int_input, one, select, wrap_indices};
+use super::util::{axis, empty, index_tensor, int_input, one, select, wrap_indices};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -31,7 +31,7 @@ impl Kernel for Gather {
         out.extend_from_slice(&ishape);
         out.extend_from_slice(&s[ax + 1..]);
         if idx.is_empty() || out.contains(&0) {
-            return one(host_tensor(&out, HostValues::I64(vec![]), x.dtype(), ctx.device)?);
+            return one(empty(&out, x.dtype(), ctx.device)?);
         }
         let picked = select(x, ax, &index_tensor(idx, ctx.device))?;
         one(super::reshape::reshape(picked, &out))

@@ -2,7 +2,7 @@
 //! flattened data with exact host-side flat indices (so indices may be smaller than the data
 //! on every axis).
 
-use super::util::{HostValues, axis, host_tensor, index_tensor, int_input, one, select, shape_err, strides};
+use super::util::{axis, empty, index_tensor, int_input, one, select, shape_err, strides};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -59,7 +59,7 @@ impl Kernel for GatherElements {
         let idx = int_input(ctx, &i, "indices")?;
         let flat = flat_positions(ctx, &s, &ishape, &idx, ax)?;
         if flat.is_empty() {
-            return one(host_tensor(&ishape, HostValues::I64(vec![]), x.dtype(), ctx.device)?);
+            return one(empty(&ishape, x.dtype(), ctx.device)?);
         }
         let n = x.numel();
         let picked = select(x.reshape(&[n]), 0, &index_tensor(flat, ctx.device))?;

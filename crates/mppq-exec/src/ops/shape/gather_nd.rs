@@ -1,7 +1,7 @@
 //! GatherND (with `batch_dims`): picks slices addressed by index tuples, as one `select` on the
 //! data viewed as rows of the non-indexed trailing dimensions.
 
-use super::util::{HostValues, host_tensor, index_tensor, int_input, numel, one, select, shape_err, strides};
+use super::util::{empty, index_tensor, int_input, numel, one, select, shape_err, strides};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -71,7 +71,7 @@ impl Kernel for GatherNd {
         let mut out: Vec<usize> = ishape[..ishape.len() - 1].to_vec();
         out.extend_from_slice(&s[b + k..]);
         if rows.is_empty() || out.contains(&0) {
-            return one(host_tensor(&out, HostValues::I64(vec![]), x.dtype(), ctx.device)?);
+            return one(empty(&out, x.dtype(), ctx.device)?);
         }
         let mut view = vec![numel(ctx, &s[..b + k])?];
         view.extend_from_slice(&s[b + k..]);

@@ -1,7 +1,7 @@
 //! OneHot: `values[1]` where the (truncated, negative-wrapped) index equals the position along
 //! the new axis, `values[0]` elsewhere; out-of-range indices give an all-off row.
 
-use super::util::{HostValues, axis, filled, host_tensor, numel, one, scalar_f64, slice_axis_one};
+use super::util::{axis, empty, filled, numel, one, scalar_f64, slice_axis_one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Kind, Tensor};
@@ -40,7 +40,7 @@ impl Kernel for OneHot {
         let mut out = ishape.clone();
         out.insert(ax, d as usize);
         if numel(ctx, &out)? == 0 {
-            return one(host_tensor(&out, HostValues::I64(vec![]), values.dtype(), ctx.device)?);
+            return one(empty(&out, values.dtype(), ctx.device)?);
         }
         let outer: usize = ishape[..ax].iter().product();
         let inner: usize = ishape[ax..].iter().product();

@@ -1,7 +1,7 @@
 //! Slice: starts/ends/axes (attributes before opset 10, inputs after, with steps), negative
 //! steps, and clamping of out-of-range starts and ends exactly as the ONNX spec says.
 
-use super::util::{HostValues, axis, flip, host_tensor, int_input, one};
+use super::util::{axis, empty, flip, int_input, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Tensor;
@@ -67,7 +67,7 @@ pub fn slice_axis(
     if count == 0 {
         let mut s = t.shape();
         s[ax] = 0;
-        return host_tensor(&s, HostValues::I64(vec![]), t.dtype(), ctx.device);
+        return empty(&s, t.dtype(), ctx.device);
     }
     let last = start + (count as i64 - 1) * step;
     if step > 0 {

@@ -157,3 +157,21 @@ fn bad_inputs_are_errors_not_panics() {
     );
     assert!(run("DepthToSpace", 13, vec![("blocksize", Attribute::Int(2))], vec![Some(x)]).is_err());
 }
+
+#[test]
+fn empty_tensors_do_not_reach_burn() {
+    let e = Tensor::from_f32(&[0, 3], vec![], &Device::cpu());
+    let x = Tensor::from_f32(&[2, 3], vec![0.0; 6], &Device::cpu());
+    let c = first(run("Concat", 13, vec![("axis", Attribute::Int(1))], vec![Some(e.clone()), Some(e.clone())]));
+    assert_eq!(c.shape(), vec![0, 6]);
+    let c = first(run("Concat", 13, vec![("axis", Attribute::Int(0))], vec![Some(e.clone()), Some(x.clone())]));
+    assert_eq!(c.shape(), vec![2, 3]);
+    let t = first(run("Tile", 13, vec![], vec![Some(x.clone()), Some(i64s(&[2], &[0, 2]))]));
+    assert_eq!(t.shape(), vec![0, 6]);
+    let g = first(run("Gather", 13, vec![], vec![Some(x.clone()), Some(i64s(&[0], &[]))]));
+    assert_eq!(g.shape(), vec![0, 3]);
+    let s = first(run("Slice", 13, vec![], vec![Some(x), Some(i64s(&[1], &[5])), Some(i64s(&[1], &[9]))]));
+    assert_eq!(s.shape(), vec![0, 3]);
+    let p = first(run("Pad", 13, vec![], vec![Some(e), Some(i64s(&[4], &[1, 0, 1, 0]))]));
+    assert_eq!(p.shape(), vec![2, 3]);
+}

@@ -1,6 +1,6 @@
 //! Tile: repeats a tensor along each axis (`repeats` input), as one broadcast and one reshape.
 
-use super::util::{HostValues, dims, host_tensor, int_input, numel, one};
+use super::util::{dims, empty, int_input, numel, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -26,7 +26,7 @@ impl Kernel for Tile {
         }
         let out: Vec<usize> = s.iter().zip(&reps).map(|(d, r)| d * r).collect();
         if numel(ctx, &out)? == 0 {
-            return one(host_tensor(&out, HostValues::I64(vec![]), x.dtype(), ctx.device)?);
+            return one(empty(&out, x.dtype(), ctx.device)?);
         }
         if reps.iter().all(|&r| r == 1) {
             return one(x);

@@ -234,12 +234,17 @@ pub fn host_tensor(shape: &[usize], values: HostValues, dtype: DataType, device:
     t.cast(dtype)
 }
 
+/// An empty tensor (some dimension is 0) of any type.
+pub fn empty(shape: &[usize], dtype: DataType, device: &Device) -> Result<Tensor> {
+    let values = if dtype.is_float() { HostValues::F64(vec![]) } else { HostValues::I64(vec![]) };
+    host_tensor(shape, values, dtype, device)
+}
+
 /// A tensor of `shape` filled with the single value of `scalar` (any type), as a broadcast view
 /// when possible.
 pub fn filled(scalar: &Tensor, shape: &[usize], device: &Device) -> Result<Tensor> {
     if shape.contains(&0) {
-        let v = if scalar.dtype().is_float() { HostValues::F64(vec![]) } else { HostValues::I64(vec![]) };
-        return host_tensor(shape, v, scalar.dtype(), device);
+        return empty(shape, scalar.dtype(), device);
     }
     let ones = vec![1; shape.len()];
     Ok(scalar.clone().reshape(&ones).expand(shape))

@@ -130,10 +130,11 @@ pub fn flip(t: Tensor, axes: &[usize]) -> Tensor {
 
 /// `Tensor::select` that keeps boolean data boolean. Burn 0.22.1 on flex returns a boolean
 /// tensor labelled `U8` from `bool_select`/`bool_gather`, which later kind-dispatching
-/// operations mistake for an int tensor; booleans therefore go through uint8.
+/// operations mistake for an int tensor; booleans therefore go through int64 (the device's
+/// index type, which every backend the executor runs on holds; uint8 is missing on WGSL).
 pub fn select(t: Tensor, dim: usize, idx: &Tensor) -> Result<Tensor> {
     if t.kind() == Kind::Bool {
-        return t.cast(DataType::Uint8)?.select(dim, idx).cast(DataType::Bool);
+        return t.cast(DataType::Int64)?.select(dim, idx).cast(DataType::Bool);
     }
     Ok(t.select(dim, idx))
 }
@@ -144,7 +145,7 @@ pub fn gather(t: Tensor, dim: usize, idx: &Tensor) -> Result<Tensor> {
     match t.kind() {
         Kind::Float => Ok(Tensor::from_dispatch(Dispatch::float_gather(dim, x, i))),
         Kind::Int => Ok(Tensor::from_dispatch(Dispatch::int_gather(dim, x, i))),
-        Kind::Bool => gather(t.cast(DataType::Uint8)?, dim, idx)?.cast(DataType::Bool),
+        Kind::Bool => gather(t.cast(DataType::Int64)?, dim, idx)?.cast(DataType::Bool),
     }
 }
 

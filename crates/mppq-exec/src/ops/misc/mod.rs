@@ -2,4 +2,9 @@
 
 use crate::registry::OpRegistry;
 
-pub fn register(_r: &mut OpRegistry) {}
+mod reduce;
+mod util;
+
+pub fn register(r: &mut OpRegistry) {
+    reduce::register(r);
+}

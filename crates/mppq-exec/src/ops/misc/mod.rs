@@ -2,9 +2,15 @@
 
 use crate::registry::OpRegistry;
 
+mod argmax;
+mod cumsum;
 mod reduce;
+mod topk;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
     reduce::register(r);
+    argmax::register(r);
+    topk::register(r);
+    cumsum::register(r);
 }

@@ -4,6 +4,8 @@ use crate::registry::OpRegistry;
 
 mod argmax;
 mod cumsum;
+mod dynamic_quantize;
+mod quantize;
 mod reduce;
 mod topk;
 mod util;
@@ -13,4 +15,6 @@ pub fn register(r: &mut OpRegistry) {
     argmax::register(r);
     topk::register(r);
     cumsum::register(r);
+    quantize::register(r);
+    dynamic_quantize::register(r);
 }

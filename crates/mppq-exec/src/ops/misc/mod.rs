@@ -5,6 +5,7 @@ use crate::registry::OpRegistry;
 mod argmax;
 mod cumsum;
 mod dynamic_quantize;
+mod if_op;
 mod quantize;
 mod reduce;
 mod topk;
@@ -17,4 +18,5 @@ pub fn register(r: &mut OpRegistry) {
     cumsum::register(r);
     quantize::register(r);
     dynamic_quantize::register(r);
+    if_op::register(r);
 }

@@ -6,8 +6,10 @@ mod argmax;
 mod cumsum;
 mod dynamic_quantize;
 mod if_op;
+mod nms;
 mod quantize;
 mod reduce;
+mod roi_align;
 mod topk;
 mod util;
 
@@ -19,4 +21,6 @@ pub fn register(r: &mut OpRegistry) {
     quantize::register(r);
     dynamic_quantize::register(r);
     if_op::register(r);
+    nms::register(r);
+    roi_align::register(r);
 }

@@ -8,6 +8,7 @@ mod dynamic_quantize;
 mod if_op;
 mod nms;
 mod quantize;
+mod recurrent;
 mod reduce;
 mod roi_align;
 mod topk;
@@ -23,4 +24,5 @@ pub fn register(r: &mut OpRegistry) {
     if_op::register(r);
     nms::register(r);
     roi_align::register(r);
+    recurrent::register(r);
 }

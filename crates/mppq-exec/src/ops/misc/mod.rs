@@ -6,6 +6,7 @@ mod argmax;
 mod cumsum;
 mod dynamic_quantize;
 mod if_op;
+mod loop_op;
 mod nms;
 mod quantize;
 mod recurrent;
@@ -22,6 +23,7 @@ pub fn register(r: &mut OpRegistry) {
     quantize::register(r);
     dynamic_quantize::register(r);
     if_op::register(r);
+    loop_op::register(r);
     nms::register(r);
     roi_align::register(r);
     recurrent::register(r);

@@ -2,12 +2,13 @@
 //! ReduceLogSumExp and ReduceSumSquare: one kernel parameterised by the reduction kind
 //! (a pre-map, a core reduction over each axis, a post-map).
 
-use super::util::{full_like_dtype, normalize_axes};
+use super::util::{BOOL, full_like_dtype, normalize_axes};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
-use burn::backend::Dispatch;
+use burn::backend::{Dispatch, TensorMetadata};
+use burn::tensor::Shape;
 use burn::backend::ops::{FloatTensorOps, IntTensorOps};
 use mppq_ir::DataType;
 
@@ -138,6 +139,18 @@ fn reduce_core(t: Tensor, axes: &[usize], core: Core) -> Tensor {
     Tensor::from_dispatch(x)
 }
 
+/// `log(sum(exp(x)))` over `axes` (dims kept), shifted by the maximum so large inputs do not
+/// overflow; an infinite maximum is not subtracted (the result is then that infinity).
+fn log_sum_exp(x: Tensor, axes: &[usize], in_shape: &[usize]) -> Tensor {
+    let m = reduce_core(x.clone(), axes, Core::Max).into_dispatch();
+    let inf = Dispatch::float_is_inf(m.clone(), BOOL);
+    let zeros = Dispatch::float_zeros(m.shape(), &m.device(), m.dtype().into());
+    let m = Dispatch::float_mask_where(m, inf, zeros);
+    let shifted = Dispatch::float_sub(x.into_dispatch(), Dispatch::float_expand(m.clone(), Shape::from(in_shape.to_vec())));
+    let s = reduce_core(Tensor::from_dispatch(Dispatch::float_exp(shifted)), axes, Core::Sum).into_dispatch();
+    Tensor::from_dispatch(Dispatch::float_add(Dispatch::float_log(s), m))
+}
+
 impl Kernel for Reduce {
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let mut ins = ctx.inputs(inputs);
@@ -174,16 +187,20 @@ impl Kernel for Reduce {
             return Ok(vec![Some(full_like_dtype(&out_shape, v, &x, ctx).into())]);
         }
         let (x, was_bool) = if kind == Kind::Bool { (x.cast(DataType::Int64)?, true) } else { (x, false) };
+        if self.red == Red::LogSumExp && kind == Kind::Float {
+            let y = log_sum_exp(x, &axes, &in_shape);
+            let y = if self.keepdims { y } else { y.reshape(&out_shape) };
+            return Ok(vec![Some(y.into())]);
+        }
         let x = match self.red {
             Red::L1 => map(x, Dispatch::float_abs, Dispatch::int_abs),
             Red::L2 | Red::SumSquare => map(x, square_f, square_i),
-            Red::LogSumExp if kind == Kind::Float => map(x, Dispatch::float_exp, |t| t),
             _ => x,
         };
         let y = reduce_core(x, &axes, self.red.core());
         let y = match (self.red, y.kind()) {
             (Red::L2, Kind::Float) => map(y, Dispatch::float_sqrt, |t| t),
-            (Red::LogSum | Red::LogSumExp, Kind::Float) => map(y, Dispatch::float_log, |t| t),
+            (Red::LogSum, Kind::Float) => map(y, Dispatch::float_log, |t| t),
             (Red::L2 | Red::LogSum | Red::LogSumExp, _) => {
                 return Err(ctx.err(format!("{} inputs are not supported", y.dtype())));
             }
@@ -192,5 +209,25 @@ impl Kernel for Reduce {
         let y = if was_bool { y.cast(DataType::Bool)? } else { y };
         let y = if self.keepdims { y } else { y.reshape(&out_shape) };
         Ok(vec![Some(y.into())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::util::run_single;
+    use crate::{Device, Tensor};
+    use mppq_ir::Operation;
+
+    #[test]
+    fn log_sum_exp_does_not_overflow() {
+        let d = Device::cpu();
+        let x = Tensor::from_f32(&[2, 2], vec![1000.0, 1000.0, f32::NEG_INFINITY, f32::NEG_INFINITY], &d);
+        let axes = Tensor::from_i64(&[1], vec![1], &d);
+        let op = Operation::new("ReduceLogSumExp", "r").with_opset(18);
+        let y = run_single(op, vec![("x", Some(x)), ("axes", Some(axes))], 1);
+        let v = y[0].to_f32_vec();
+        assert!((v[0] - (1000.0 + 2f32.ln())).abs() < 1e-3, "{v:?}");
+        assert_eq!(v[1], f32::NEG_INFINITY);
+        assert_eq!(y[0].shape(), vec![2, 1]);
     }
 }

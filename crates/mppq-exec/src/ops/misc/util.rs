@@ -66,3 +66,32 @@ pub fn axis_shape(rank: usize, axis: usize, len: usize) -> Vec<usize> {
     }
     s
 }
+
+/// Test helper: runs a graph of the single operation `op` on named inputs (an empty name
+/// leaves that input slot out) and returns its `n_out` outputs.
+#[cfg(test)]
+pub fn run_single(op: mppq_ir::Operation, inputs: Vec<(&str, Option<Tensor>)>, n_out: usize) -> Vec<Tensor> {
+    use crate::{Device, Executor, OpRegistry, Value};
+    let mut g = mppq_ir::Graph::new("single");
+    let mut ins = Vec::new();
+    let mut feeds: Vec<(String, Value)> = Vec::new();
+    for (name, t) in inputs {
+        match t {
+            Some(t) => {
+                let v = g.ensure_variable(name);
+                g.add_graph_input(v).unwrap();
+                ins.push(Some(v));
+                feeds.push((name.to_string(), t.into()));
+            }
+            None => ins.push(None),
+        }
+    }
+    let outs: Vec<_> = (0..n_out).map(|i| g.ensure_variable(&format!("out{i}"))).collect();
+    g.add_operation(op, &ins, &outs.iter().map(|v| Some(*v)).collect::<Vec<_>>()).unwrap();
+    for o in &outs {
+        g.add_graph_output(*o).unwrap();
+    }
+    let device = Device::cpu();
+    let exec = Executor::new(&g, &OpRegistry::builtin(), &device, &|_| 0).unwrap();
+    exec.run(feeds, &mut []).unwrap().into_iter().map(|(_, v)| v.into_tensor().unwrap()).collect()
+}

@@ -79,6 +79,9 @@ fn broadcast_param(ctx: &KernelContext<'_>, p: Tensor, x_shape: &[usize], q: &QP
     if p.numel() == 1 && q.block_size == 0 {
         return Ok(p.reshape(&vec![1; rank]).expand(x_shape));
     }
+    if rank == 0 {
+        return Err(ctx.err(format!("{what} must have one element for a scalar input, not shape {ps:?}")));
+    }
     let axis = super::util::axis(ctx, q.axis, rank)?;
     let d = x_shape[axis];
     if q.block_size == 0 {

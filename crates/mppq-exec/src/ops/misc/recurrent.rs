@@ -192,6 +192,9 @@ impl Kernel for Recurrent {
             Some(h) => h,
             None => ws.get(1).copied().unwrap_or(0) / g,
         };
+        if hidden == 0 {
+            return Err(ctx.err("hidden_size must be positive"));
+        }
         if ws != [nd, g * hidden, input] {
             return Err(self.err_shape(ctx, "W", ws, vec![nd, g * hidden, input]));
         }
@@ -375,5 +378,93 @@ impl Kernel for Recurrent {
             out.push(Some(yc.into()));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::util::run_single;
+    use crate::{Device, Tensor};
+    use mppq_ir::{Attribute, Operation};
+
+    fn vals(n: usize, seed: u32) -> Vec<f32> {
+        (0..n).map(|i| (((i as u32 * 7919 + seed * 104729) % 97) as f32 / 48.5) - 1.0).collect()
+    }
+
+    /// Host reference of a tanh RNN over one direction, honouring sequence lengths.
+    #[allow(clippy::too_many_arguments)]
+    fn reference(x: &[f32], w: &[f32], r: &[f32], b: &[f32], lens: &[usize], t_n: usize, b_n: usize, i_n: usize, h_n: usize, reverse: bool) -> (Vec<f32>, Vec<f32>) {
+        let mut y = vec![0f32; t_n * b_n * h_n];
+        let mut hf = vec![0f32; b_n * h_n];
+        for bi in 0..b_n {
+            let mut h = vec![0f32; h_n];
+            let steps: Vec<usize> = if reverse { (0..lens[bi]).rev().collect() } else { (0..lens[bi]).collect() };
+            for t in steps {
+                let xt = &x[(t * b_n + bi) * i_n..(t * b_n + bi + 1) * i_n];
+                let hn: Vec<f32> = (0..h_n)
+                    .map(|k| {
+                        let mut s = b[k] + b[h_n + k];
+                        s += (0..i_n).map(|j| xt[j] * w[k * i_n + j]).sum::<f32>();
+                        s += (0..h_n).map(|j| h[j] * r[k * h_n + j]).sum::<f32>();
+                        s.tanh()
+                    })
+                    .collect();
+                y[(t * b_n + bi) * h_n..(t * b_n + bi + 1) * h_n].copy_from_slice(&hn);
+                h = hn;
+            }
+            hf[bi * h_n..(bi + 1) * h_n].copy_from_slice(&h);
+        }
+        (y, hf)
+    }
+
+    #[test]
+    fn bidirectional_rnn_with_sequence_lengths_matches_reference() {
+        let (t_n, b_n, i_n, h_n) = (3, 2, 2, 2);
+        let d = Device::cpu();
+        let x = vals(t_n * b_n * i_n, 1);
+        let w = vals(2 * h_n * i_n, 2);
+        let r = vals(2 * h_n * h_n, 3);
+        let b = vals(2 * 2 * h_n, 4);
+        let lens = [3usize, 2];
+        let op = Operation::new("RNN", "rnn")
+            .with_opset(14)
+            .with_attr("hidden_size", Attribute::Int(h_n as i64))
+            .with_attr("direction", Attribute::String(b"bidirectional".to_vec()));
+        let out = run_single(
+            op,
+            vec![
+                ("x", Some(Tensor::from_f32(&[t_n, b_n, i_n], x.clone(), &d))),
+                ("w", Some(Tensor::from_f32(&[2, h_n, i_n], w.clone(), &d))),
+                ("r", Some(Tensor::from_f32(&[2, h_n, h_n], r.clone(), &d))),
+                ("b", Some(Tensor::from_f32(&[2, 2 * h_n], b.clone(), &d))),
+                ("lens", Some(Tensor::from_i64(&[b_n], lens.iter().map(|v| *v as i64).collect(), &d).cast(mppq_ir::DataType::Int32).unwrap())),
+            ],
+            2,
+        );
+        assert_eq!(out[0].shape(), vec![t_n, 2, b_n, h_n]);
+        let (y, yh) = (out[0].to_f32_vec(), out[1].to_f32_vec());
+        for (dir, reverse) in [(0usize, false), (1, true)] {
+            let (wy, wh) = reference(
+                &x,
+                &w[dir * h_n * i_n..(dir + 1) * h_n * i_n],
+                &r[dir * h_n * h_n..(dir + 1) * h_n * h_n],
+                &b[dir * 2 * h_n..(dir + 1) * 2 * h_n],
+                &lens,
+                t_n,
+                b_n,
+                i_n,
+                h_n,
+                reverse,
+            );
+            for t in 0..t_n {
+                for k in 0..b_n * h_n {
+                    let got = y[(t * 2 + dir) * b_n * h_n + k];
+                    assert!((got - wy[t * b_n * h_n + k]).abs() < 1e-5, "dir {dir} t {t} k {k}: {got} vs {}", wy[t * b_n * h_n + k]);
+                }
+            }
+            for k in 0..b_n * h_n {
+                assert!((yh[dir * b_n * h_n + k] - wh[k]).abs() < 1e-5, "Y_h dir {dir} k {k}");
+            }
+        }
     }
 }

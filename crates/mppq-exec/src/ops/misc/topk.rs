@@ -38,6 +38,9 @@ impl Kernel for TopK {
                 _ => return Err(ctx.err("K must be a tensor of one element")),
             },
         };
+        if x.rank() == 0 {
+            return Err(ctx.err("input must have rank >= 1"));
+        }
         let a = axis(ctx, self.axis, x.rank())?;
         let n = x.shape()[a];
         if k < 0 || k as usize > n {

@@ -30,6 +30,8 @@ struct Quantize {
 
 struct Dequantize {
     p: QParams,
+    /// `output_dtype` (opset 23): the float type of the result; the scale's type when absent.
+    output_dtype: Option<DataType>,
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
@@ -38,10 +40,18 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         return Err(node.err(format!("block_size {block} must be >= 0")));
     }
     let p = QParams { axis: node.int("axis", 1)?, block_size: block as usize };
-    if node.op.op_type == "DequantizeLinear" {
-        return Ok(Box::new(Dequantize { p }));
-    }
     let code = node.int("output_dtype", 0)?;
+    if node.op.op_type == "DequantizeLinear" {
+        let output_dtype = if code == 0 {
+            None
+        } else {
+            match i32::try_from(code).ok().and_then(DataType::from_onnx_code) {
+                Some(dt) if dt.is_float() && crate::tensor::burn_dtype(dt).is_some() => Some(dt),
+                _ => return Err(node.err(format!("unsupported output_dtype {code}"))),
+            }
+        };
+        return Ok(Box::new(Dequantize { p, output_dtype }));
+    }
     let output_dtype = if code == 0 {
         None
     } else {
@@ -156,7 +166,7 @@ impl Kernel for Dequantize {
         {
             return Err(ctx.err(format!("zero point type {} differs from input type {}", z.dtype(), x.dtype())));
         }
-        let out_dtype = scale.dtype();
+        let out_dtype = self.output_dtype.unwrap_or(scale.dtype());
         let shape = x.shape();
         let xf = x.cast(DataType::Float)?;
         let xf = match zp {

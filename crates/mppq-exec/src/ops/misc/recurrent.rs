@@ -1,6 +1,6 @@
 //! RNN, GRU and LSTM: one recurrent kernel parameterised by the cell type. Directions
 //! forward/reverse/bidirectional, initial states, sequence_lens (masked steps keep the state and
-//! output zeros), layout 0/1, activations (Sigmoid/Tanh/Relu), clip, GRU linear_before_reset and
+//! output zeros), layout 0/1, activations (all eleven of the spec, with activation_alpha/beta), clip, GRU linear_before_reset and
 //! LSTM peepholes. The input projection of all steps is one matmul; each step is one more.
 
 use crate::error::{ExecError, Result};
@@ -9,6 +9,7 @@ use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, BoolTensorOps, FloatTensorOps};
 use burn::backend::{Dispatch, DispatchTensor, TensorMetadata};
+use super::util::BOOL;
 use burn::tensor::{Scalar, Shape, Slice};
 
 pub fn register(r: &mut OpRegistry) {
@@ -37,18 +38,78 @@ impl Cell {
     }
 }
 
+/// A gate activation with its parameters (ONNX RNN activation list).
 #[derive(Clone, Copy)]
 enum Act {
     Sigmoid,
     Tanh,
     Relu,
+    Affine(f64, f64),
+    LeakyRelu(f64),
+    ThresholdedRelu(f64),
+    ScaledTanh(f64, f64),
+    HardSigmoid(f64, f64),
+    Elu(f64),
+    Softsign,
+    Softplus,
+}
+
+impl Act {
+    /// Parses a name, taking alpha/beta from the attribute lists in order (defaults otherwise).
+    fn parse(name: &str, alphas: &mut impl Iterator<Item = f32>, betas: &mut impl Iterator<Item = f32>) -> Option<Self> {
+        let mut a = |d: f64| alphas.next().map_or(d, f64::from);
+        Some(match name.to_ascii_lowercase().as_str() {
+            "sigmoid" => Act::Sigmoid,
+            "tanh" => Act::Tanh,
+            "relu" => Act::Relu,
+            "affine" => {
+                let al = a(1.0);
+                Act::Affine(al, betas.next().map_or(0.0, f64::from))
+            }
+            "leakyrelu" => Act::LeakyRelu(a(0.01)),
+            "thresholdedrelu" => Act::ThresholdedRelu(a(1.0)),
+            "scaledtanh" => {
+                let al = a(1.0);
+                Act::ScaledTanh(al, betas.next().map_or(1.0, f64::from))
+            }
+            "hardsigmoid" => {
+                let al = a(0.2);
+                Act::HardSigmoid(al, betas.next().map_or(0.5, f64::from))
+            }
+            "elu" => Act::Elu(a(1.0)),
+            "softsign" => Act::Softsign,
+            "softplus" => Act::Softplus,
+            _ => return None,
+        })
+    }
 }
 
 fn act(a: Act, x: D) -> D {
+    let sc = Scalar::from;
     match a {
         Act::Sigmoid => Dispatch::sigmoid(x),
         Act::Tanh => Dispatch::float_tanh(x),
         Act::Relu => Dispatch::relu(x),
+        Act::Affine(al, be) => Dispatch::float_add_scalar(Dispatch::float_mul_scalar(x, sc(al)), sc(be)),
+        Act::LeakyRelu(al) => Dispatch::leaky_relu(x, sc(al)),
+        Act::ThresholdedRelu(al) => {
+            let keep = Dispatch::float_greater_elem(x.clone(), sc(al), BOOL);
+            let zeros = Dispatch::float_zeros(x.shape(), &x.device(), x.dtype().into());
+            Dispatch::float_mask_where(zeros, keep, x)
+        }
+        Act::ScaledTanh(al, be) => Dispatch::float_mul_scalar(Dispatch::float_tanh(Dispatch::float_mul_scalar(x, sc(be))), sc(al)),
+        Act::HardSigmoid(al, be) => Dispatch::hard_sigmoid(x, sc(al), sc(be)),
+        Act::Elu(al) => {
+            // x if x >= 0 else alpha * (exp(x) - 1)
+            let neg = Dispatch::float_lower_elem(x.clone(), sc(0.0), BOOL);
+            let e = Dispatch::float_mul_scalar(Dispatch::float_sub_scalar(Dispatch::float_exp(x.clone()), sc(1.0)), sc(al));
+            Dispatch::float_mask_where(x, neg, e)
+        }
+        Act::Softsign => {
+            let den = Dispatch::float_add_scalar(Dispatch::float_abs(x.clone()), sc(1.0));
+            Dispatch::float_div(x, den)
+        }
+        Act::Softplus => Dispatch::float_log1p(Dispatch::float_exp(x)),
     }
 }
 
@@ -91,26 +152,16 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     if names.len() != per_dir.len() * dirs.len() {
         return Err(node.err(format!("expected {} activations, got {}", per_dir.len() * dirs.len(), names.len())));
     }
+    let alphas = node.floats("activation_alpha")?.unwrap_or_default();
+    let betas = node.floats("activation_beta")?.unwrap_or_default();
+    let (mut alphas, mut betas) = (alphas.into_iter(), betas.into_iter());
     let mut parsed = Vec::new();
     for n in &names {
-        parsed.push(match n.to_ascii_lowercase().as_str() {
-            "sigmoid" => Act::Sigmoid,
-            "tanh" => Act::Tanh,
-            "relu" => Act::Relu,
-            _ => {
-                return Err(ExecError::Unsupported {
-                    op_type: node.op.op_type.clone(),
-                    domain: "ai.onnx".into(),
-                    opset: node.opset,
-                    node: node.label().to_string(),
-                    hint: format!(" (activation `{n}`)"),
-                });
-            }
-        });
+        parsed.push(Act::parse(n, &mut alphas, &mut betas).ok_or_else(|| unsupported(node, &format!("activation `{n}`")))?);
     }
     let acts = parsed.chunks(per_dir.len()).map(<[Act]>::to_vec).collect();
     if node.int("input_forget", 0)? != 0 {
-        return Err(node.err("input_forget is not supported"));
+        return Err(unsupported(node, "input_forget"));
     }
     let hidden = node.int("hidden_size", 0)?;
     Ok(Box::new(Recurrent {
@@ -122,6 +173,16 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         linear_before_reset: node.int("linear_before_reset", 0)? != 0,
         layout: node.int("layout", 0)?,
     }))
+}
+
+fn unsupported(node: &OpNode<'_>, what: &str) -> ExecError {
+    ExecError::Unsupported {
+        op_type: node.op.op_type.clone(),
+        domain: "ai.onnx".into(),
+        opset: node.opset,
+        node: node.label().to_string(),
+        hint: format!(" ({what})"),
+    }
 }
 
 fn full_slices(rank: usize) -> Vec<Slice> {
@@ -393,7 +454,7 @@ mod tests {
 
     /// Host reference of a tanh RNN over one direction, honouring sequence lengths.
     #[allow(clippy::too_many_arguments)]
-    fn reference(x: &[f32], w: &[f32], r: &[f32], b: &[f32], lens: &[usize], t_n: usize, b_n: usize, i_n: usize, h_n: usize, reverse: bool) -> (Vec<f32>, Vec<f32>) {
+    fn reference(x: &[f32], w: &[f32], r: &[f32], b: &[f32], lens: &[usize], t_n: usize, b_n: usize, i_n: usize, h_n: usize, reverse: bool, f: fn(f32) -> f32) -> (Vec<f32>, Vec<f32>) {
         let mut y = vec![0f32; t_n * b_n * h_n];
         let mut hf = vec![0f32; b_n * h_n];
         for bi in 0..b_n {
@@ -406,7 +467,7 @@ mod tests {
                         let mut s = b[k] + b[h_n + k];
                         s += (0..i_n).map(|j| xt[j] * w[k * i_n + j]).sum::<f32>();
                         s += (0..h_n).map(|j| h[j] * r[k * h_n + j]).sum::<f32>();
-                        s.tanh()
+                        f(s)
                     })
                     .collect();
                 y[(t * b_n + bi) * h_n..(t * b_n + bi + 1) * h_n].copy_from_slice(&hn);
@@ -455,6 +516,7 @@ mod tests {
                 i_n,
                 h_n,
                 reverse,
+                f32::tanh,
             );
             for t in 0..t_n {
                 for k in 0..b_n * h_n {
@@ -466,5 +528,34 @@ mod tests {
                 assert!((yh[dir * b_n * h_n + k] - wh[k]).abs() < 1e-5, "Y_h dir {dir} k {k}");
             }
         }
+    }
+
+    #[test]
+    fn rnn_activation_with_alpha() {
+        let (t_n, b_n, i_n, h_n) = (2, 1, 3, 2);
+        let d = Device::cpu();
+        let x = vals(t_n * b_n * i_n, 5);
+        let w = vals(h_n * i_n, 6);
+        let r = vals(h_n * h_n, 7);
+        let op = Operation::new("RNN", "rnn")
+            .with_opset(14)
+            .with_attr("hidden_size", Attribute::Int(h_n as i64))
+            .with_attr("activations", Attribute::Strings(vec![b"LeakyRelu".to_vec()]))
+            .with_attr("activation_alpha", Attribute::Floats(vec![0.1]));
+        let out = run_single(
+            op,
+            vec![
+                ("x", Some(Tensor::from_f32(&[t_n, b_n, i_n], x.clone(), &d))),
+                ("w", Some(Tensor::from_f32(&[1, h_n, i_n], w.clone(), &d))),
+                ("r", Some(Tensor::from_f32(&[1, h_n, h_n], r.clone(), &d))),
+            ],
+            2,
+        );
+        fn leaky(v: f32) -> f32 {
+            if v < 0.0 { 0.1 * v } else { v }
+        }
+        let (wy, _) = reference(&x, &w, &r, &vec![0.0; 2 * h_n], &[t_n], t_n, b_n, i_n, h_n, false, leaky);
+        let y = out[0].to_f32_vec();
+        assert!(y.iter().zip(&wy).all(|(a, b)| (a - b).abs() < 1e-5), "{y:?} vs {wy:?}");
     }
 }

@@ -349,14 +349,23 @@ impl Kernel for Recurrent {
                 };
                 (part(0), part(1), part(2))
             });
+            // GRU without linear_before_reset multiplies the h gate's R by (r ⊙ H) separately,
+            // so the per-step product with H needs only the z and r columns.
+            let split = self.cell == Cell::Gru && !self.linear_before_reset;
+            let cols = |t: &D| Dispatch::float_slice(t.clone(), &[Slice::new(0, None, 1), Slice::new(0, Some((2 * hidden) as isize), 1)]);
+            let rt_step = if split { cols(&rt) } else { rt.clone() };
+            let rb_step = match &rb {
+                Some(rb) if split => Some(cols(rb)),
+                other => other.clone(),
+            };
             let mut h = h0d.as_ref().map_or_else(zeros, |t| index0(t, d));
             let mut c = c0d.as_ref().map_or_else(zeros, |t| index0(t, d));
             let mut y: Vec<Option<D>> = vec![None; steps];
             let order: Vec<usize> = if reverse { (0..steps).rev().collect() } else { (0..steps).collect() };
             for t in order {
                 let xt = index0(&xw, t); // [B, G*H]
-                let mut hr = Dispatch::float_matmul(h.clone(), rt.clone()); // [B, G*H]
-                if let Some(rb) = &rb {
+                let mut hr = Dispatch::float_matmul(h.clone(), rt_step.clone()); // [B, G*H] (GRU: maybe 2H)
+                if let Some(rb) = &rb_step {
                     hr = add(hr, rb.clone());
                 }
                 let (h_new, c_new) = match self.cell {

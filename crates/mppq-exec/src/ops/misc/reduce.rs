@@ -230,4 +230,16 @@ mod tests {
         assert_eq!(v[1], f32::NEG_INFINITY);
         assert_eq!(y[0].shape(), vec![2, 1]);
     }
+
+    #[test]
+    fn integer_reductions_keep_their_type() {
+        let d = Device::cpu();
+        let x = || Tensor::from_i64(&[2, 3], vec![1, -2, 3, 4, 5, -6], &d).cast(mppq_ir::DataType::Int32).unwrap();
+        for (op, want) in [("ReduceSum", vec![2i64, 3]), ("ReduceMax", vec![3, 5]), ("ReduceProd", vec![-6, -120]), ("ReduceL1", vec![6, 15])] {
+            let node = Operation::new(op, "r").with_opset(18).with_attr("keepdims", mppq_ir::Attribute::Int(0));
+            let y = run_single(node, vec![("x", Some(x())), ("axes", Some(Tensor::from_i64(&[1], vec![-1], &d)))], 1);
+            assert_eq!(y[0].dtype(), mppq_ir::DataType::Int32, "{op}");
+            assert_eq!(y[0].to_i64_vec(), want, "{op}");
+        }
+    }
 }

@@ -135,18 +135,20 @@ impl Kernel for Quantize {
         };
         let (lo, hi) = range(target).ok_or_else(|| ctx.err(format!("{target} outputs are not supported")))?;
         let shape = x.shape();
-        let x = x.cast(DataType::Float)?;
-        let scale = broadcast_param(ctx, scale.cast(DataType::Float)?, &shape, &self.p, "scale")?;
+        // int32 bounds are not exact in f32: compute in f64 for that target.
+        let work = if target == DataType::Int32 { DataType::Double } else { DataType::Float };
+        let x = x.cast(work)?;
+        let scale = broadcast_param(ctx, scale.cast(work)?, &shape, &self.p, "scale")?;
         let q = Tensor::from_dispatch(Dispatch::float_round(fbin(&x, &scale, Dispatch::float_div).into_dispatch()));
         let q = match zp {
             Some(z) => {
-                let z = broadcast_param(ctx, z.cast(DataType::Float)?, &shape, &self.p, "zero point")?;
+                let z = broadcast_param(ctx, z.cast(work)?, &shape, &self.p, "zero point")?;
                 fbin(&q, &z, Dispatch::float_add)
             }
             None => q,
         };
         let q = Tensor::from_dispatch(Dispatch::float_clamp(q.into_dispatch(), Scalar::from(lo), Scalar::from(hi)));
-        let y = if target == DataType::Int32 { q.cast(DataType::Int64)?.cast(DataType::Int32)? } else { q.cast(target)? };
+        let y = q.cast(target)?;
         Ok(vec![Some(y.into())])
     }
 }
@@ -189,4 +191,30 @@ pub(super) fn quantize_u8(ctx: &KernelContext<'_>, x: &Tensor, scale: f32, zp: f
     let q = Dispatch::float_add_scalar(q, Scalar::from(f64::from(zp)));
     let q = Dispatch::float_clamp(q, Scalar::from(0.0), Scalar::from(255.0));
     Tensor::from_dispatch(q).cast(DataType::Uint8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::util::run_single;
+    use crate::{Device, Tensor};
+    use mppq_ir::{DataType, Operation};
+
+    #[test]
+    fn quantize_saturates_and_rounds_half_to_even() {
+        let d = Device::cpu();
+        let x = || Tensor::from_f32(&[6], vec![0.5, 1.5, 2.5, -2.5, 1e12, -1e12], &d);
+        let scale = || Tensor::from_f32(&[], vec![1.0], &d);
+        let cases: [(DataType, Vec<i64>); 3] = [
+            (DataType::Uint8, vec![0, 2, 2, 0, 255, 0]),
+            (DataType::Int8, vec![0, 2, 2, -2, 127, -128]),
+            (DataType::Int32, vec![0, 2, 2, -2, 2147483647, -2147483648]),
+        ];
+        for (dt, want) in cases {
+            let zp = Tensor::from_i64(&[], vec![0], &d).cast(dt).unwrap();
+            let op = Operation::new("QuantizeLinear", "q").with_opset(21);
+            let y = run_single(op, vec![("x", Some(x())), ("s", Some(scale())), ("z", Some(zp))], 1);
+            assert_eq!(y[0].dtype(), dt);
+            assert_eq!(y[0].to_i64_vec(), want, "{dt}");
+        }
+    }
 }

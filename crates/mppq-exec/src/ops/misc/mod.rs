@@ -2,4 +2,29 @@
 
 use crate::registry::OpRegistry;
 
-pub fn register(_r: &mut OpRegistry) {}
+mod argmax;
+mod cumsum;
+mod dynamic_quantize;
+mod if_op;
+mod loop_op;
+mod nms;
+mod quantize;
+mod recurrent;
+mod reduce;
+mod roi_align;
+mod topk;
+mod util;
+
+pub fn register(r: &mut OpRegistry) {
+    reduce::register(r);
+    argmax::register(r);
+    topk::register(r);
+    cumsum::register(r);
+    quantize::register(r);
+    dynamic_quantize::register(r);
+    if_op::register(r);
+    loop_op::register(r);
+    nms::register(r);
+    roi_align::register(r);
+    recurrent::register(r);
+}

@@ -2,6 +2,7 @@
 //! conformance runs against the ONNX backend test data, benchmarks against ONNX Runtime).
 
 mod backend_tests;
+mod bench;
 mod conformance;
 mod proto;
 mod pyenv;
@@ -54,6 +55,22 @@ enum Command {
         #[arg(long)]
         write_manifest: bool,
     },
+    /// Time FP32 inference of the testdata models (and ResNet-18) on our executor and on ONNX
+    /// Runtime in the same run.
+    Bench {
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        /// Threads for ONNX Runtime (ours uses rayon's default: all cores).
+        #[arg(long, default_value_t = std::thread::available_parallelism().map_or(1, |n| n.get()))]
+        threads: usize,
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Skip the (generated, 45 MB) ResNet-18.
+        #[arg(long)]
+        skip_resnet: bool,
+    },
     /// Create (or update) the Python reference environment and print its interpreter path.
     Pyenv,
 }
@@ -71,6 +88,9 @@ fn main() -> Result<()> {
         Command::Conformance { backend, suite, json, filter, verbose, write_manifest } => {
             let opts = conformance::Options { backend, suite, json, filter, verbose, write_manifest };
             if conformance::run(&opts)? { Ok(()) } else { std::process::exit(1) }
+        }
+        Command::Bench { runs, warmup, threads, json, skip_resnet } => {
+            bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet })
         }
         Command::Pyenv => {
             println!("{}", pyenv::python()?.display());

@@ -316,7 +316,12 @@ impl Tensor {
         let inner = match self.kind() {
             Kind::Float => Dispatch::float_select(self.inner, axis, idx),
             Kind::Int => Dispatch::int_select(self.inner, axis, idx),
-            Kind::Bool => Dispatch::bool_select(self.inner, axis, idx),
+            // flex's bool_select returns a bool tensor labelled U8; go through int64 instead.
+            Kind::Bool => {
+                let as_int = Dispatch::bool_into_int(self.inner, IntDType::I64);
+                let picked = Self { inner: Dispatch::int_select(as_int, axis, idx) };
+                return picked.clone().not_equal(&picked.zeros_like());
+            }
         };
         Self { inner }
     }
@@ -367,9 +372,10 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     Some(out)
 }
 
-/// Normalises a possibly negative axis for a tensor of `rank`.
+/// Normalises a possibly negative axis for a tensor of `rank`; `None` when out of range
+/// (always for a scalar, which has no axes).
 pub fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
     let r = rank as i64;
     let a = if axis < 0 { axis + r } else { axis };
-    (0..r.max(1)).contains(&a).then_some(a as usize)
+    (0..r).contains(&a).then_some(a as usize)
 }

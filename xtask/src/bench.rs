@@ -1,0 +1,132 @@
+//! `cargo xtask bench`: FP32 inference time of the testdata models (plus a generated
+//! ResNet-18 at 1×3×224×224) on our executor and on ONNX Runtime (Python, same thread count),
+//! in the same run; prints the ratio per model. Medians after warm-up. Build the xtask in
+//! release (`cargo run --release -p xtask -- bench`) for figures worth reporting.
+
+use anyhow::{Context, Result, bail};
+use mppq_exec::{Device, Executor, OpRegistry, Tensor, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::proto::workspace_root;
+use crate::pyenv;
+
+pub struct Options {
+    pub runs: usize,
+    pub warmup: usize,
+    pub json: Option<PathBuf>,
+    pub threads: usize,
+    pub skip_resnet: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+/// (name, model, one input batch as .npz)
+fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
+    let root = workspace_root();
+    let mut list = Vec::new();
+    for name in ["tiny_cnn", "tiny_transformer", "detect_branch"] {
+        list.push((
+            name.to_string(),
+            root.join(format!("testdata/{name}.onnx")),
+            root.join(format!("testdata/{name}_calib/batch_000.npz")),
+        ));
+    }
+    if !opts.skip_resnet {
+        let dir = root.join("target/bench");
+        let model = dir.join("resnet18.onnx");
+        let calib = dir.join("calib");
+        if !model.exists() {
+            std::fs::create_dir_all(&dir)?;
+            let status = Command::new(pyenv::python()?)
+                .arg(pyenv::script("gen_testdata.py"))
+                .arg("--resnet18")
+                .arg(&model)
+                .arg("--resnet18-calib")
+                .arg(&calib)
+                .status()?;
+            if !status.success() {
+                bail!("generating ResNet-18 failed");
+            }
+        }
+        let first = std::fs::read_dir(&calib)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "npz"))
+            .min()
+            .context("no ResNet-18 calibration batch")?;
+        list.push(("resnet18".into(), model, first));
+    }
+    Ok(list)
+}
+
+fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
+    let loaded = mppq_onnx::load_model(model)?;
+    let device = Device::cpu();
+    let opsets = |d: &str| loaded.opset(d).unwrap_or(0);
+    let exec = Executor::new(&loaded.graph, &OpRegistry::builtin(), &device, &opsets)?;
+    let feeds = mppq_api::run::read_feeds(&loaded, inputs)?;
+    let feeds: Vec<(String, Value)> = feeds
+        .into_iter()
+        .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, &device)?))))
+        .collect::<Result<_>>()?;
+    let mut times = Vec::new();
+    for i in 0..opts.warmup + opts.runs {
+        let start = Instant::now();
+        let out = exec.run(feeds.clone(), &mut [])?;
+        // Reading the outputs back makes sure all work has finished.
+        for (_, v) in &out {
+            if let Some(t) = v.as_tensor() {
+                let _ = t.to_burn_data();
+            }
+        }
+        if i >= opts.warmup {
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(median(times))
+}
+
+fn ort(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
+    let out = tempfile::tempdir()?;
+    let output = Command::new(pyenv::python()?)
+        .arg(pyenv::script("ort_run.py"))
+        .arg(model)
+        .arg(inputs)
+        .arg(out.path())
+        .args(["--threads", &opts.threads.to_string(), "--bench", &opts.runs.to_string(), "--warmup", &opts.warmup.to_string()])
+        .output()?;
+    if !output.status.success() {
+        bail!("ort_run.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().rev().find(|l| l.contains("median_ms")).context("no timing from ort_run.py")?;
+    let v: serde_json::Value = serde_json::from_str(line)?;
+    v["median_ms"].as_f64().context("median_ms")
+}
+
+pub fn run(opts: &Options) -> Result<()> {
+    let mut json = serde_json::Map::new();
+    println!("{:<18} {:>10} {:>10} {:>8}", "model", "ours ms", "ort ms", "ratio");
+    for (name, model, inputs) in models(opts)? {
+        let ours_ms = match ours(&model, &inputs, opts) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("{name:<18} cannot run on our executor: {e:#}");
+                continue;
+            }
+        };
+        let ort_ms = ort(&model, &inputs, opts)?;
+        let ratio = ours_ms / ort_ms;
+        println!("{name:<18} {ours_ms:>10.2} {ort_ms:>10.2} {ratio:>8.2}");
+        json.insert(name, serde_json::json!({"ours_ms": ours_ms, "ort_ms": ort_ms, "ratio": ratio}));
+    }
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&serde_json::json!({"models": json}))?)?;
+    }
+    Ok(())
+}

@@ -64,9 +64,36 @@ impl ModelInfo {
             initializer_bytes: g.initializers().filter_map(|(_, v)| v.value.as_ref()).map(|t| t.byte_len()).sum(),
             operation_count: g.num_operations(),
             op_types,
-            unsupported: Vec::new(),
+            unsupported: unsupported_ops(model, &mppq_exec::OpRegistry::builtin()),
         }
     }
+}
+
+/// Operator types of `model` (sub-graphs included) that `registry` cannot run, as
+/// `Type (domain, opset N)`.
+pub fn unsupported_ops(model: &Model, registry: &mppq_exec::OpRegistry) -> Vec<String> {
+    fn walk(g: &mppq_ir::Graph, registry: &mppq_exec::OpRegistry, out: &mut Vec<String>) {
+        for (_, op) in g.operations() {
+            if !registry.supports(&op.domain, &op.op_type, op.opset) {
+                let domain = if op.domain.is_empty() { "ai.onnx" } else { &op.domain };
+                let entry = format!("{} ({domain}, opset {})", op.op_type, op.opset);
+                if !out.contains(&entry) {
+                    out.push(entry);
+                }
+            }
+            for attr in op.attributes.values() {
+                match attr {
+                    mppq_ir::Attribute::Graph(sub) => walk(sub, registry, out),
+                    mppq_ir::Attribute::Graphs(subs) => subs.iter().for_each(|s| walk(s, registry, out)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&model.graph, registry, &mut out);
+    out.sort();
+    out
 }
 
 fn human_bytes(n: usize) -> String {

@@ -2,4 +2,11 @@
 
 use crate::registry::OpRegistry;
 
-pub fn register(_r: &mut OpRegistry) {}
+mod conv;
+mod conv_transpose;
+mod util;
+
+pub fn register(r: &mut OpRegistry) {
+    conv::register(r);
+    conv_transpose::register(r);
+}

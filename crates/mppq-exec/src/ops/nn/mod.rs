@@ -4,9 +4,13 @@ use crate::registry::OpRegistry;
 
 mod conv;
 mod conv_transpose;
+mod gemm;
+mod matmul;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
     conv::register(r);
     conv_transpose::register(r);
+    gemm::register(r);
+    matmul::register(r);
 }

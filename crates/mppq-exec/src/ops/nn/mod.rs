@@ -2,6 +2,7 @@
 
 use crate::registry::OpRegistry;
 
+mod avg_pool;
 mod conv;
 mod conv_transpose;
 mod gemm;
@@ -9,6 +10,7 @@ mod matmul;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
+    avg_pool::register(r);
     conv::register(r);
     conv_transpose::register(r);
     gemm::register(r);

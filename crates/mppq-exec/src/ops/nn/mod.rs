@@ -7,6 +7,7 @@ mod conv;
 mod conv_transpose;
 mod gemm;
 mod matmul;
+mod max_pool;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
@@ -15,4 +16,5 @@ pub fn register(r: &mut OpRegistry) {
     conv_transpose::register(r);
     gemm::register(r);
     matmul::register(r);
+    max_pool::register(r);
 }

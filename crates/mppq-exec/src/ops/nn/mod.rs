@@ -8,6 +8,9 @@ mod conv_transpose;
 mod gemm;
 mod matmul;
 mod max_pool;
+mod batch_norm;
+mod global_pool;
+mod instance_norm;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
@@ -17,4 +20,7 @@ pub fn register(r: &mut OpRegistry) {
     gemm::register(r);
     matmul::register(r);
     max_pool::register(r);
+    batch_norm::register(r);
+    global_pool::register(r);
+    instance_norm::register(r);
 }

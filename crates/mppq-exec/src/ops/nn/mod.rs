@@ -11,6 +11,10 @@ mod max_pool;
 mod batch_norm;
 mod global_pool;
 mod instance_norm;
+mod layer_norm;
+mod group_norm;
+mod lp_norm;
+mod mvn;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
@@ -23,4 +27,8 @@ pub fn register(r: &mut OpRegistry) {
     batch_norm::register(r);
     global_pool::register(r);
     instance_norm::register(r);
+    layer_norm::register(r);
+    group_norm::register(r);
+    lp_norm::register(r);
+    mvn::register(r);
 }

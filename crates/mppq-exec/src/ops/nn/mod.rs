@@ -15,6 +15,7 @@ mod layer_norm;
 mod group_norm;
 mod lp_norm;
 mod mvn;
+mod softmax;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
@@ -31,4 +32,5 @@ pub fn register(r: &mut OpRegistry) {
     group_norm::register(r);
     lp_norm::register(r);
     mvn::register(r);
+    softmax::register(r);
 }

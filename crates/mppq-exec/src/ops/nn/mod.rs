@@ -16,6 +16,7 @@ mod group_norm;
 mod lp_norm;
 mod mvn;
 mod softmax;
+mod resize;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
@@ -33,4 +34,5 @@ pub fn register(r: &mut OpRegistry) {
     lp_norm::register(r);
     mvn::register(r);
     softmax::register(r);
+    resize::register(r);
 }

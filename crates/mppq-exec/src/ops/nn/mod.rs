@@ -17,6 +17,7 @@ mod lp_norm;
 mod mvn;
 mod softmax;
 mod resize;
+mod grid_sample;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
@@ -35,4 +36,5 @@ pub fn register(r: &mut OpRegistry) {
     mvn::register(r);
     softmax::register(r);
     resize::register(r);
+    grid_sample::register(r);
 }

@@ -18,6 +18,7 @@ mod mvn;
 mod softmax;
 mod resize;
 mod grid_sample;
+mod einsum;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
@@ -37,4 +38,5 @@ pub fn register(r: &mut OpRegistry) {
     softmax::register(r);
     resize::register(r);
     grid_sample::register(r);
+    einsum::register(r);
 }

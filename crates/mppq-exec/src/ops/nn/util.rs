@@ -180,25 +180,3 @@ impl Resolved {
         Ok(out)
     }
 }
-
-/// Runs `f` on `Tensor<R>` built from `x` with its true rank (3, 4 or 5).
-#[macro_export]
-macro_rules! nn_with_rank {
-    ($rank:expr, $R:ident => $body:expr, $err:expr) => {
-        match $rank {
-            3 => {
-                const $R: usize = 3;
-                $body
-            }
-            4 => {
-                const $R: usize = 4;
-                $body
-            }
-            5 => {
-                const $R: usize = 5;
-                $body
-            }
-            _ => $err,
-        }
-    };
-}

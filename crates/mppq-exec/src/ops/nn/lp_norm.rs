@@ -1,4 +1,4 @@
-//! LpNormalization: `x / ||x||_p` along one axis (p = 1 or 2).
+//! LpNormalization: `x / ||x||_p` along one axis (p = 1 or 2); a zero norm gives zeros.
 
 use super::util::float_tensor;
 use crate::error::Result;
@@ -6,7 +6,9 @@ use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::Dispatch;
-use burn::backend::ops::FloatTensorOps;
+use burn::backend::ops::{BoolTensorOps, FloatTensorOps};
+use burn::backend::TensorMetadata;
+use burn::tensor::BoolDType;
 
 pub fn register(r: &mut OpRegistry) {
     r.register_fn("LpNormalization", 1, build);
@@ -37,6 +39,10 @@ impl Kernel for LpNorm {
         } else {
             Dispatch::float_sqrt(Dispatch::float_sum_dim(Dispatch::float_mul(xd.clone(), xd.clone()), axis))
         };
+        // Where the norm is 0 the slice is all zeros; dividing by 1 keeps it so.
+        let dtype = norm.dtype();
+        let zero = Dispatch::bool_into_float(Dispatch::float_equal_elem(norm.clone(), 0.0f64.into(), BoolDType::Native), dtype.into());
+        let norm = Dispatch::float_add(norm, zero);
         Ok(vec![Some(Tensor::from_dispatch(Dispatch::float_div(xd, norm)).into())])
     }
 }

@@ -52,6 +52,9 @@ impl Kernel for Conv {
         if x.dtype() != w.dtype() {
             return Err(ctx.err("X and W have different types"));
         }
+        if xs.contains(&0) || ws.contains(&0) {
+            return Err(shape_err(ctx, xs, ws, "empty operands are not supported"));
+        }
         let g = self.group;
         if ws[0] % g != 0 || ws[1] * g != xs[1] || ws[0] == 0 {
             return Err(shape_err(ctx, xs, ws, format!("channels do not match with group {g}")));

@@ -64,6 +64,9 @@ impl Kernel for ConvTranspose {
         if x.dtype() != w.dtype() {
             return Err(ctx.err("X and W have different types"));
         }
+        if xs.contains(&0) || ws.contains(&0) {
+            return Err(shape_err(ctx, xs, ws, "empty operands are not supported"));
+        }
         let g = self.group;
         if ws[0] != xs[1] || xs[1] % g != 0 || ws[1] == 0 {
             return Err(shape_err(ctx, xs, ws, format!("channels do not match with group {g}")));
@@ -84,7 +87,7 @@ impl Kernel for ConvTranspose {
             Some(p) => return Err(ctx.err(format!("output_padding has {} entries, expected {n}", p.len()))),
         };
         // Unpadded output size of each spatial axis.
-        let full: Vec<usize> = (0..n).map(|i| r.strides[i] * (spatial[i] - 1).max(0) + (r.kernel[i] - 1) * r.dilations[i] + 1).collect();
+        let full: Vec<usize> = (0..n).map(|i| r.strides[i] * (spatial[i] - 1) + (r.kernel[i] - 1) * r.dilations[i] + 1).collect();
         let output_shape = match &self.output_shape {
             Some(s) if s.len() == n + 2 => Some(s[2..].to_vec()),
             Some(s) if s.len() == n => Some(s.clone()),
@@ -113,6 +116,12 @@ impl Kernel for ConvTranspose {
                     window.push((pb, size));
                 }
             }
+        }
+        let mut out_shape = vec![xs[0], m];
+        out_shape.extend(window.iter().map(|w| w.1));
+        super::util::check_output_size(ctx, &out_shape)?;
+        if window.iter().any(|w| w.1 == 0) {
+            return Err(shape_err(ctx, xs.clone(), out_shape, "empty output"));
         }
         let bias = match b {
             None => None,

@@ -30,6 +30,12 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     if !inputs.iter().all(|s| valid(s)) || !rhs.as_deref().is_none_or(valid) {
         return Err(node.err(format!("invalid equation {eq:?}")));
     }
+    if let Some(r) = &rhs {
+        let letters: Vec<char> = r.chars().filter(char::is_ascii_alphabetic).collect();
+        if (1..letters.len()).any(|i| letters[..i].contains(&letters[i])) {
+            return Err(node.err(format!("output subscripts of {eq:?} repeat a label")));
+        }
+    }
     Ok(Box::new(Einsum { inputs, output: rhs }))
 }
 

@@ -141,7 +141,9 @@ impl Kernel for GridSample {
             Mode::Linear => 2,
             Mode::Cubic => 4,
         };
-        let taps = per_axis.pow(nd as u32);
+        let taps = per_axis.checked_pow(nd as u32).unwrap_or(usize::MAX);
+        super::util::check_output_size(ctx, &[n, taps, points])?;
+        super::util::check_output_size(ctx, &[n, c, taps, points])?;
         let g = grid.to_f64_vec();
         let mut idx = vec![0i64; n * taps * points];
         let mut wts = vec![0f32; n * taps * points];
@@ -158,6 +160,8 @@ impl Kernel for GridSample {
                     // The grid's last axis lists coordinates innermost first (x, y, z).
                     let v = g[base + nd - 1 - i];
                     let mut xf = if self.align_corners { (v + 1.0) / 2.0 * (d as f64 - 1.0) } else { ((v + 1.0) * d as f64 - 1.0) / 2.0 };
+                    // Bounded so index arithmetic stays exact (far points read padding or edges).
+                    xf = if xf.is_nan() { -1e12 } else { xf.clamp(-1e12, 1e12) };
                     if self.mode == Mode::Nearest {
                         xf = xf.round_ties_even();
                     }

@@ -195,7 +195,7 @@ impl Resize {
         let (inf, out_f) = (input as f64, scale * input as f64);
         let mut taps: Vec<(Vec<i64>, Vec<f32>)> = Vec::new();
         let mut outside = vec![false; output];
-        for x in 0..output {
+        for (x, out_flag) in outside.iter_mut().enumerate() {
             let xf = x as f64;
             let x_ori = match self.transform {
                 Transform::AlignCorners => {
@@ -219,8 +219,10 @@ impl Resize {
                 }
             };
             if self.transform == Transform::TfCropAndResize && (x_ori < 0.0 || x_ori > inf - 1.0) {
-                outside[x] = true;
+                *out_flag = true;
             }
+            // Far-away positions all read the edge; bounding them keeps index arithmetic exact.
+            let x_ori = if x_ori.is_nan() { 0.0 } else { x_ori.clamp(-1e12, 1e12) };
             let floor = x_ori.floor();
             let (base, ratio) = if x_ori == floor { (floor as i64 - 1, 1.0) } else { (floor as i64, x_ori - floor) };
             let (start, mut c) = self.coeffs(ratio, scale);
@@ -301,7 +303,7 @@ impl Kernel for Resize {
         let mut out = xs.clone();
         match (scales, sizes) {
             (Some(s), None) => {
-                if s.len() != k || s.iter().any(|&v| !(v > 0.0) || !v.is_finite()) {
+                if s.len() != k || s.iter().any(|&v| v.is_nan() || v <= 0.0 || !v.is_finite()) {
                     return Err(ctx.err(format!("scales {s:?} must be {k} positive values")));
                 }
                 for (j, &a) in axes.iter().enumerate() {
@@ -332,6 +334,7 @@ impl Kernel for Resize {
             (Some(_), Some(_)) => return Err(ctx.err("only one of scales and sizes may be given")),
             (None, None) => return Err(ctx.err("one of scales and sizes is required")),
         }
+        super::util::check_output_size(ctx, &out)?;
         let mut roi_full: Vec<(f64, f64)> = vec![(0.0, 1.0); rank];
         if self.transform == Transform::TfCropAndResize {
             let Some(r) = roi else { return Err(ctx.err("tf_crop_and_resize needs roi")) };

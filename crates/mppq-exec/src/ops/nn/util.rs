@@ -22,6 +22,19 @@ pub fn shape_err(ctx: &KernelContext<'_>, left: Vec<usize>, right: Vec<usize>, m
     ExecError::Shape { node: ctx.node.to_string(), op_type: ctx.op_type.to_string(), left, right, message: message.into() }
 }
 
+/// Largest element count an operator may allocate for an output whose size comes from
+/// attributes or input values (guards against absurd sizes turning into aborts).
+pub const MAX_ELEMENTS: usize = 1 << 34;
+
+/// Checks that an output shape computed from attributes or data has a sane element count.
+pub fn check_output_size(ctx: &KernelContext<'_>, shape: &[usize]) -> Result<()> {
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    match n {
+        Some(n) if n <= MAX_ELEMENTS => Ok(()),
+        _ => Err(shape_err(ctx, shape.to_vec(), vec![], "is too large an output")),
+    }
+}
+
 pub fn reshape(x: D, shape: &[usize]) -> D {
     Dispatch::float_reshape(x, Shape::from(shape.to_vec()))
 }
@@ -119,8 +132,8 @@ impl Window {
             (None, Some(k)) => k.to_vec(),
             (None, None) => return Err(ctx.err("kernel_shape is required")),
         };
-        if kernel.len() != n {
-            return Err(ctx.err(format!("kernel_shape has {} entries, expected {n}", kernel.len())));
+        if kernel.len() != n || kernel.contains(&0) {
+            return Err(ctx.err(format!("kernel_shape {kernel:?} must have {n} positive entries")));
         }
         let strides = Self::list(ctx, &self.strides, n, 1, "strides")?;
         let dilations = Self::list(ctx, &self.dilations, n, 1, "dilations")?;
@@ -172,7 +185,7 @@ impl Resolved {
             let num = padded - span;
             let mut o = if ceil { num.div_ceil(self.strides[i]) + 1 } else { num / self.strides[i] + 1 };
             // The last window must start inside the input or the begin padding.
-            if ceil && (o - 1) * self.strides[i] >= input[i] + self.pads[i].0 {
+            if ceil && o > 1 && (o - 1) * self.strides[i] >= input[i] + self.pads[i].0 {
                 o -= 1;
             }
             out.push(o);

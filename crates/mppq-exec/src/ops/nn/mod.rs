@@ -22,6 +22,9 @@ mod rms_norm;
 mod softmax;
 mod util;
 
+#[cfg(test)]
+mod tests;
+
 pub fn register(r: &mut OpRegistry) {
     avg_pool::register(r);
     batch_norm::register(r);

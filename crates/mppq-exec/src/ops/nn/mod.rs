@@ -2,6 +2,7 @@
 
 use crate::registry::OpRegistry;
 
+mod attention;
 mod avg_pool;
 mod batch_norm;
 mod conv;
@@ -26,6 +27,7 @@ mod util;
 mod tests;
 
 pub fn register(r: &mut OpRegistry) {
+    attention::register(r);
     avg_pool::register(r);
     batch_norm::register(r);
     conv::register(r);

@@ -69,7 +69,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 fn split_heads(ctx: &KernelContext<'_>, t: Tensor, h: Option<usize>, what: &str) -> Result<Tensor> {
     let s = t.shape();
     let Some(h) = h else { return Err(ctx.err(format!("3-D {what} needs q_num_heads and kv_num_heads"))) };
-    if s[2] % h != 0 {
+    if !s[2].is_multiple_of(h) {
         return Err(shape_err(ctx, s, vec![h], format!("{what} hidden size is not a multiple of the head count")));
     }
     Ok(t.reshape(&[s[0], s[1], h, s[2] / h]).permute(&[0, 2, 1, 3]))

@@ -15,6 +15,7 @@ mod group_norm;
 mod instance_norm;
 mod layer_norm;
 mod lp_norm;
+mod lrn;
 mod matmul;
 mod max_pool;
 mod mvn;
@@ -40,6 +41,7 @@ pub fn register(r: &mut OpRegistry) {
     instance_norm::register(r);
     layer_norm::register(r);
     lp_norm::register(r);
+    lrn::register(r);
     matmul::register(r);
     max_pool::register(r);
     mvn::register(r);

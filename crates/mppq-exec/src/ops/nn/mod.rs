@@ -21,6 +21,7 @@ mod max_pool;
 mod mvn;
 mod resize;
 mod rms_norm;
+mod rotary_embedding;
 mod softmax;
 mod util;
 
@@ -47,5 +48,6 @@ pub fn register(r: &mut OpRegistry) {
     mvn::register(r);
     resize::register(r);
     rms_norm::register(r);
+    rotary_embedding::register(r);
     softmax::register(r);
 }

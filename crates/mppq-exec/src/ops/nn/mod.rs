@@ -7,6 +7,7 @@ mod avg_pool;
 mod batch_norm;
 mod conv;
 mod conv_transpose;
+mod deform_conv;
 mod einsum;
 mod gemm;
 mod global_pool;
@@ -34,6 +35,7 @@ pub fn register(r: &mut OpRegistry) {
     batch_norm::register(r);
     conv::register(r);
     conv_transpose::register(r);
+    deform_conv::register(r);
     einsum::register(r);
     gemm::register(r);
     global_pool::register(r);

@@ -2,6 +2,7 @@
 
 use crate::registry::OpRegistry;
 
+mod affine_grid;
 mod attention;
 mod avg_pool;
 mod batch_norm;
@@ -30,6 +31,7 @@ mod util;
 mod tests;
 
 pub fn register(r: &mut OpRegistry) {
+    affine_grid::register(r);
     attention::register(r);
     avg_pool::register(r);
     batch_norm::register(r);

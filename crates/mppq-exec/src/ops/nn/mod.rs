@@ -6,6 +6,7 @@ mod affine_grid;
 mod attention;
 mod avg_pool;
 mod batch_norm;
+mod col2im;
 mod conv;
 mod conv_transpose;
 mod deform_conv;
@@ -35,6 +36,7 @@ pub fn register(r: &mut OpRegistry) {
     attention::register(r);
     avg_pool::register(r);
     batch_norm::register(r);
+    col2im::register(r);
     conv::register(r);
     conv_transpose::register(r);
     deform_conv::register(r);

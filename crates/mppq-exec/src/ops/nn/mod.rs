@@ -21,6 +21,7 @@ mod lp_norm;
 mod lrn;
 mod matmul;
 mod max_pool;
+mod max_unpool;
 mod mvn;
 mod resize;
 mod rms_norm;
@@ -51,6 +52,7 @@ pub fn register(r: &mut OpRegistry) {
     lrn::register(r);
     matmul::register(r);
     max_pool::register(r);
+    max_unpool::register(r);
     mvn::register(r);
     resize::register(r);
     rms_norm::register(r);

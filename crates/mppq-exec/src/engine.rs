@@ -19,7 +19,7 @@ struct Step {
     kernel: Box<dyn Kernel>,
     inputs: Vec<Option<usize>>,
     outputs: Vec<Option<usize>>,
-    /// Enclosing-scope values its sub-graphs read: (name, slot).
+    /// Enclosing-scope values its sub-graphs read: (name, slot), resolved after all slots exist.
     implicit: Vec<(String, usize)>,
 }
 
@@ -64,22 +64,44 @@ impl Executor {
             let opset = if op.opset > 0 { op.opset } else { opsets(&op.domain) };
             let node = OpNode { op, opset, device, registry };
             let kernel = registry.build(&node)?;
-            steps.push(Step {
+            let names = graph.implicit_input_names(id);
+            steps.push((Step {
                 op: id,
                 name: node.label().to_string(),
                 op_type: op.op_type.clone(),
                 kernel,
                 inputs: op.inputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
                 outputs: op.outputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
-                implicit: graph.implicit_inputs(id).into_iter().map(|v| (graph.var_name(v).to_string(), slot(v, graph))).collect(),
-            });
+                implicit: Vec::new(),
+            }, names));
         }
         let outputs = graph.outputs().iter().map(|id| (graph.var_name(*id).to_string(), slot(*id, graph))).collect();
-        let captured = graph
+        // Names read from enclosing scopes get a slot even when only a nested sub-graph reads
+        // them (this graph then has no variable of that name): the value is passed through.
+        let mut captured: Vec<(String, Option<usize>)> = graph
             .captured_names()
             .into_iter()
-            .filter_map(|n| graph.var_id(&n).map(|id| (n, slot(id, graph))))
+            .map(|n| {
+                let s = graph.var_id(&n).map(|id| slot(id, graph));
+                (n, s)
+            })
             .collect();
+        for (name, s) in captured.iter_mut().filter(|(_, s)| s.is_none()) {
+            slot_names.push(name.clone());
+            *s = Some(slot_names.len() - 1);
+        }
+        let captured: Vec<(String, usize)> = captured.into_iter().filter_map(|(n, s)| s.map(|s| (n, s))).collect();
+        let mut steps: Vec<Step> = steps
+            .into_iter()
+            .map(|(step, names): (Step, Vec<String>)| {
+                let implicit = names
+                    .into_iter()
+                    .filter_map(|n| slot_names.iter().position(|x| *x == n).map(|s| (n, s)))
+                    .collect();
+                Step { implicit, ..step }
+            })
+            .collect();
+        steps.shrink_to_fit();
         Ok(Self { device: device.clone(), steps, slot_names, constants, feeds, outputs, captured })
     }
 

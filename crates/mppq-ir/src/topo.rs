@@ -39,11 +39,14 @@ impl Graph {
 
     /// Variables of this graph that `op`'s sub-graphs read by name (not through its inputs).
     pub fn implicit_inputs(&self, op: OpId) -> Vec<VarId> {
+        self.implicit_input_names(op).into_iter().filter_map(|n| self.var_id(&n)).collect()
+    }
+
+    /// Names `op`'s sub-graphs read from enclosing scopes, whether this graph defines them or
+    /// an outer one does.
+    pub fn implicit_input_names(&self, op: OpId) -> Vec<String> {
         let Ok(operation) = self.operation(op) else { return Vec::new() };
         subgraph_captures(operation.attributes.values())
-            .into_iter()
-            .filter_map(|n| self.var_id(&n))
-            .collect()
     }
 
     /// Operations in an order where every operation comes after the producers of all it reads.

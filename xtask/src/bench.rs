@@ -65,7 +65,9 @@ fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
 }
 
 fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
-    let loaded = mppq_onnx::load_model(model)?;
+    let mut loaded = mppq_onnx::load_model(model)?;
+    // ONNX Runtime folds BatchNormalization into convolutions at load; so do we.
+    mppq_ir::morph::fold_batchnorm(&mut loaded.graph)?;
     let device = Device::cpu();
     let opsets = |d: &str| loaded.opset(d).unwrap_or(0);
     let exec = Executor::new(&loaded.graph, &OpRegistry::builtin(), &device, &opsets)?;

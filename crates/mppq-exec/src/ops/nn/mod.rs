@@ -25,6 +25,7 @@ mod max_unpool;
 mod mvn;
 mod resize;
 mod rms_norm;
+mod roi_align;
 mod rotary_embedding;
 mod softmax;
 mod util;
@@ -56,6 +57,7 @@ pub fn register(r: &mut OpRegistry) {
     mvn::register(r);
     resize::register(r);
     rms_norm::register(r);
+    roi_align::register(r);
     rotary_embedding::register(r);
     softmax::register(r);
 }

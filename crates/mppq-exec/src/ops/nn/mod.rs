@@ -23,6 +23,7 @@ mod matmul;
 mod max_pool;
 mod max_unpool;
 mod mvn;
+mod quantized;
 mod resize;
 mod rms_norm;
 mod roi_align;
@@ -55,6 +56,7 @@ pub fn register(r: &mut OpRegistry) {
     max_pool::register(r);
     max_unpool::register(r);
     mvn::register(r);
+    quantized::register(r);
     resize::register(r);
     rms_norm::register(r);
     roi_align::register(r);

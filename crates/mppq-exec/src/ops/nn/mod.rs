@@ -17,6 +17,7 @@ mod grid_sample;
 mod group_norm;
 mod instance_norm;
 mod layer_norm;
+mod loss;
 mod lp_norm;
 mod lrn;
 mod matmul;
@@ -50,6 +51,7 @@ pub fn register(r: &mut OpRegistry) {
     group_norm::register(r);
     instance_norm::register(r);
     layer_norm::register(r);
+    loss::register(r);
     lp_norm::register(r);
     lrn::register(r);
     matmul::register(r);

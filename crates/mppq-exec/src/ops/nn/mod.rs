@@ -25,6 +25,7 @@ mod max_pool;
 mod max_unpool;
 mod mvn;
 mod quantized;
+mod recurrent;
 mod resize;
 mod rms_norm;
 mod roi_align;
@@ -59,6 +60,7 @@ pub fn register(r: &mut OpRegistry) {
     max_unpool::register(r);
     mvn::register(r);
     quantized::register(r);
+    recurrent::register(r);
     resize::register(r);
     rms_norm::register(r);
     roi_align::register(r);

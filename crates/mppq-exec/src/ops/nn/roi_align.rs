@@ -30,7 +30,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         "max" => true,
         other => return Err(node.err(format!("unsupported mode {other}"))),
     };
-    let default = if node.opset < 16 { "output_half_pixel" } else { "half_pixel" };
+    let default = if super::util::opset(node) < 16 { "output_half_pixel" } else { "half_pixel" };
     let half_pixel = match node.string("coordinate_transformation_mode", default)?.as_str() {
         "half_pixel" => true,
         "output_half_pixel" => false,

@@ -6,6 +6,7 @@ mod affine_grid;
 mod attention;
 mod avg_pool;
 mod batch_norm;
+mod causal_conv;
 mod col2im;
 mod conv;
 mod conv_transpose;
@@ -41,6 +42,7 @@ pub fn register(r: &mut OpRegistry) {
     attention::register(r);
     avg_pool::register(r);
     batch_norm::register(r);
+    causal_conv::register(r);
     col2im::register(r);
     conv::register(r);
     conv_transpose::register(r);

@@ -1,4 +1,6 @@
-//! Neural-network layers: convolutions, pooling, normalisations, matrix products, softmax, resizing.
+//! Neural-network layers: convolutions (float, integer, quantized, deformable, causal),
+//! pooling, normalisations, matrix products, softmax, attention, recurrent cells, losses,
+//! resizing and sampling grids. One file per operator or per family sharing one implementation.
 
 use crate::registry::OpRegistry;
 

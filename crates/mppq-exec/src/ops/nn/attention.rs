@@ -149,7 +149,9 @@ impl Kernel for Attention {
             };
             let additive = if ml < total {
                 let mut pad = ms.clone();
-                *pad.last_mut().unwrap_or(&mut 0) = total - ml;
+                if let Some(l) = pad.last_mut() {
+                    *l = total - ml;
+                }
                 Tensor::cat(vec![additive, Tensor::from_dispatch(full(&pad, f64::NEG_INFINITY, &q))], ms.len() - 1)
             } else {
                 additive

@@ -32,7 +32,7 @@ struct Pool {
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let mode = if node.op.op_type == "LpPool" {
-        let p = if node.opset < 2 { node.float("p", 2.0)? } else { node.int("p", 2)? as f32 };
+        let p = if super::util::opset(node) < 2 { node.float("p", 2.0)? } else { node.int("p", 2)? as f32 };
         if p <= 0.0 {
             return Err(node.err(format!("p must be positive, got {p}")));
         }

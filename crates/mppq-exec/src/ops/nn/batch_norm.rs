@@ -21,7 +21,10 @@ struct BatchNorm {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    let training = node.opset >= 14 && node.int("training_mode", 0)? != 0;
+    let training = super::util::opset(node) >= 14 && node.int("training_mode", 0)? != 0;
+    if super::util::opset(node) < 9 && node.int("spatial", 1)? == 0 {
+        return Err(node.err("spatial=0 (per-activation statistics) is not supported"));
+    }
     Ok(Box::new(BatchNorm {
         epsilon: f64::from(node.float("epsilon", 1e-5)?),
         momentum: f64::from(node.float("momentum", 0.9)?),

@@ -19,12 +19,18 @@ struct Conv {
     group: usize,
 }
 
-fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
+/// Parses Conv-style `group` and window attributes.
+pub fn parse_conv(node: &OpNode<'_>) -> Result<(Window, usize)> {
     let group = node.int("group", 1)?;
     if group < 1 {
         return Err(node.err(format!("group must be positive, got {group}")));
     }
-    Ok(Box::new(Conv { window: Window::parse(node)?, group: group as usize }))
+    Ok((Window::parse(node)?, group as usize))
+}
+
+fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
+    let (window, group) = parse_conv(node)?;
+    Ok(Box::new(Conv { window, group }))
 }
 
 fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
@@ -45,50 +51,55 @@ impl Kernel for Conv {
         let x = float_tensor(ctx, ins.tensor(0)?, "X")?;
         let w = float_tensor(ctx, ins.tensor(1)?, "W")?;
         let b = ins.opt_tensor(2)?;
-        let (xs, ws) = (x.shape(), w.shape());
-        if xs.len() < 3 || xs.len() > 5 || ws.len() != xs.len() {
-            return Err(shape_err(ctx, xs, ws, "must be [N,C,spatial..] and [M,C/group,kernel..] with 1 to 3 spatial dims"));
-        }
-        if x.dtype() != w.dtype() {
-            return Err(ctx.err("X and W have different types"));
-        }
-        if xs.contains(&0) || ws.contains(&0) {
-            return Err(shape_err(ctx, xs, ws, "empty operands are not supported"));
-        }
-        let g = self.group;
-        if ws[0] % g != 0 || ws[1] * g != xs[1] || ws[0] == 0 {
-            return Err(shape_err(ctx, xs, ws, format!("channels do not match with group {g}")));
-        }
-        let spatial = &xs[2..];
-        let r = self.window.resolve(ctx, spatial, Some(&ws[2..]))?;
-        if r.kernel[..] != ws[2..] {
-            return Err(shape_err(ctx, r.kernel.clone(), ws[2..].to_vec(), "kernel_shape differs from the weight"));
-        }
-        r.output(ctx, spatial, false)?;
-        let bias = match b {
-            None => None,
-            Some(b) => {
-                let b = float_tensor(ctx, b, "B")?;
-                if b.shape() != [ws[0]] || b.dtype() != x.dtype() {
-                    return Err(shape_err(ctx, b.shape(), vec![ws[0]], "bias must be [M] of the input type"));
-                }
-                Some(b.into_dispatch())
-            }
-        };
-        let (xd, wd) = (x.into_dispatch(), w.into_dispatch());
-        let out = match xs.len() {
-            3 => {
-                // 1-d as 2-d with a unit height.
-                let x4 = reshape(xd, &[xs[0], xs[1], 1, xs[2]]);
-                let w4 = reshape(wd, &[ws[0], ws[1], 1, ws[2]]);
-                let o = ConvOptions::new_with_padding([1, r.strides[0]], [(0, 0), r.pads[0]], [1, r.dilations[0]], g);
-                let y = Dispatch::conv2d(x4, w4, bias, o);
-                let s = burn::backend::TensorMetadata::shape(&y).to_vec();
-                reshape(y, &[s[0], s[1], s[3]])
-            }
-            4 => Dispatch::conv2d(xd, wd, bias, ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g)),
-            _ => Dispatch::conv3d(xd, wd, bias, ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g)),
-        };
-        Ok(vec![Some(Tensor::from_dispatch(out).into())])
+        Ok(vec![Some(conv_forward(ctx, &self.window, self.group, x, w, b)?.into())])
     }
+}
+
+/// Checks and runs a float convolution (shared with the integer / quantized convolutions).
+pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: Tensor, w: Tensor, b: Option<Tensor>) -> Result<Tensor> {
+    let (xs, ws) = (x.shape(), w.shape());
+    if xs.len() < 3 || xs.len() > 5 || ws.len() != xs.len() {
+        return Err(shape_err(ctx, xs, ws, "must be [N,C,spatial..] and [M,C/group,kernel..] with 1 to 3 spatial dims"));
+    }
+    if x.dtype() != w.dtype() {
+        return Err(ctx.err("X and W have different types"));
+    }
+    if xs.contains(&0) || ws.contains(&0) {
+        return Err(shape_err(ctx, xs, ws, "empty operands are not supported"));
+    }
+    let g = group;
+    if ws[0] % g != 0 || ws[1] * g != xs[1] {
+        return Err(shape_err(ctx, xs, ws, format!("channels do not match with group {g}")));
+    }
+    let spatial = &xs[2..];
+    let r = window.resolve(ctx, spatial, Some(&ws[2..]))?;
+    if r.kernel[..] != ws[2..] {
+        return Err(shape_err(ctx, r.kernel.clone(), ws[2..].to_vec(), "kernel_shape differs from the weight"));
+    }
+    r.output(ctx, spatial, false)?;
+    let bias = match b {
+        None => None,
+        Some(b) => {
+            let b = float_tensor(ctx, b, "B")?;
+            if b.shape() != [ws[0]] || b.dtype() != x.dtype() {
+                return Err(shape_err(ctx, b.shape(), vec![ws[0]], "bias must be [M] of the input type"));
+            }
+            Some(b.into_dispatch())
+        }
+    };
+    let (xd, wd) = (x.into_dispatch(), w.into_dispatch());
+    let out = match xs.len() {
+        3 => {
+            // 1-d as 2-d with a unit height.
+            let x4 = reshape(xd, &[xs[0], xs[1], 1, xs[2]]);
+            let w4 = reshape(wd, &[ws[0], ws[1], 1, ws[2]]);
+            let o = ConvOptions::new_with_padding([1, r.strides[0]], [(0, 0), r.pads[0]], [1, r.dilations[0]], g);
+            let y = Dispatch::conv2d(x4, w4, bias, o);
+            let s = burn::backend::TensorMetadata::shape(&y).to_vec();
+            reshape(y, &[s[0], s[1], s[3]])
+        }
+        4 => Dispatch::conv2d(xd, wd, bias, ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g)),
+        _ => Dispatch::conv3d(xd, wd, bias, ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g)),
+    };
+    Ok(Tensor::from_dispatch(out))
 }

@@ -38,7 +38,7 @@ struct GridSample {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    let default = if node.opset < 20 { "bilinear" } else { "linear" };
+    let default = if super::util::opset(node) < 20 { "bilinear" } else { "linear" };
     let mode = match node.string("mode", default)?.as_str() {
         "nearest" => Mode::Nearest,
         "bilinear" | "linear" => Mode::Linear,

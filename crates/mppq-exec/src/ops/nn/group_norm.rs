@@ -27,7 +27,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     if groups < 1 {
         return Err(node.err(format!("num_groups must be positive, got {groups}")));
     }
-    let per_channel = node.opset >= 21;
+    let per_channel = super::util::opset(node) >= 21;
     Ok(Box::new(GroupNorm {
         groups: groups as usize,
         epsilon: f64::from(node.float("epsilon", 1e-5)?),

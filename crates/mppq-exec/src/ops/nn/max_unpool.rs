@@ -42,8 +42,8 @@ impl Kernel for MaxUnpool {
         let r = self.window.resolve(ctx, spatial, None)?;
         // Indices address the inferred shape; output_shape only zero-extends it at the end.
         let mut out: Vec<usize> = vec![xs[0], xs[1]];
-        for d in 0..spatial.len() {
-            let full = (spatial[d].max(1) - 1) * r.strides[d] + r.kernel[d];
+        for (d, &size) in spatial.iter().enumerate() {
+            let full = (size.max(1) - 1) * r.strides[d] + r.kernel[d];
             let Some(o) = full.checked_sub(r.pads[d].0 + r.pads[d].1) else {
                 return Err(shape_err(ctx, xs.clone(), r.kernel.clone(), "pads exceed the unpooled size"));
             };

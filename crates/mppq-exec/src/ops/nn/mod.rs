@@ -1,4 +1,6 @@
-//! Neural-network layers: convolutions, pooling, normalisations, matrix products, softmax, resizing.
+//! Neural-network layers: convolutions (float, integer, quantized, deformable, causal),
+//! pooling, normalisations, matrix products, softmax, attention, recurrent cells, losses,
+//! resizing and sampling grids. One file per operator or per family sharing one implementation.
 
 use crate::registry::OpRegistry;
 
@@ -6,6 +8,7 @@ mod affine_grid;
 mod attention;
 mod avg_pool;
 mod batch_norm;
+mod causal_conv;
 mod col2im;
 mod conv;
 mod conv_transpose;
@@ -17,14 +20,18 @@ mod grid_sample;
 mod group_norm;
 mod instance_norm;
 mod layer_norm;
+mod loss;
 mod lp_norm;
 mod lrn;
 mod matmul;
 mod max_pool;
 mod max_unpool;
 mod mvn;
+mod quantized;
+mod recurrent;
 mod resize;
 mod rms_norm;
+mod roi_align;
 mod rotary_embedding;
 mod softmax;
 mod util;
@@ -37,6 +44,7 @@ pub fn register(r: &mut OpRegistry) {
     attention::register(r);
     avg_pool::register(r);
     batch_norm::register(r);
+    causal_conv::register(r);
     col2im::register(r);
     conv::register(r);
     conv_transpose::register(r);
@@ -48,14 +56,18 @@ pub fn register(r: &mut OpRegistry) {
     group_norm::register(r);
     instance_norm::register(r);
     layer_norm::register(r);
+    loss::register(r);
     lp_norm::register(r);
     lrn::register(r);
     matmul::register(r);
     max_pool::register(r);
     max_unpool::register(r);
     mvn::register(r);
+    quantized::register(r);
+    recurrent::register(r);
     resize::register(r);
     rms_norm::register(r);
+    roi_align::register(r);
     rotary_embedding::register(r);
     softmax::register(r);
 }

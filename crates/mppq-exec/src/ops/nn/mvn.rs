@@ -17,7 +17,7 @@ struct Mvn {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    let axes = if node.opset < 9 && node.has("across_channels") {
+    let axes = if super::util::opset(node) < 9 && node.has("across_channels") {
         if node.int("across_channels", 0)? != 0 { vec![0, 1, 2, 3] } else { vec![0, 2, 3] }
     } else {
         node.ints("axes")?.unwrap_or_else(|| vec![0, 2, 3])

@@ -72,7 +72,7 @@ struct Resize {
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let upsample = node.op.op_type == "Upsample";
-    let legacy = upsample || node.opset < 11;
+    let legacy = upsample || super::util::opset(node) < 11;
     let mode = match node.string("mode", "nearest")?.as_str() {
         "nearest" => Mode::Nearest,
         "linear" | "bilinear" | "trilinear" => Mode::Linear,
@@ -115,8 +115,8 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         return Err(node.err("antialias is not defined for nearest mode"));
     }
     let (roi_input, scales_input, sizes_input, scales_attr) = if upsample {
-        if node.opset < 9 { (None, None, None, Some(node.floats("scales")?.unwrap_or_default())) } else { (None, Some(1), None, None) }
-    } else if node.opset < 11 {
+        if super::util::opset(node) < 9 { (None, None, None, Some(node.floats("scales")?.unwrap_or_default())) } else { (None, Some(1), None, None) }
+    } else if super::util::opset(node) < 11 {
         (None, Some(1), None, None)
     } else {
         (Some(1), Some(2), Some(3), None)

@@ -36,7 +36,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         "LogSoftmax" => Func::LogSoftmax,
         _ => Func::Hardmax,
     };
-    let coerce_2d = node.opset < 13;
+    let coerce_2d = super::util::opset(node) < 13;
     let axis = node.int("axis", if coerce_2d { 1 } else { -1 })?;
     Ok(Box::new(SoftmaxKernel { func, axis, coerce_2d }))
 }

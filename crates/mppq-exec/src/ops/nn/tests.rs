@@ -1,6 +1,7 @@
 //! Focused tests for behaviour the ONNX backend suite does not cover: opset-18 GroupNormalization,
 //! 3-d MaxPool with ceil_mode, 1-d Conv with SAME_LOWER, legacy Upsample/Resize-10, Gemm and
-//! MatMul corner cases, opset-dependent Softmax, and errors (not panics) on bad inputs.
+//! MatMul corner cases, opset-dependent Softmax, bidirectional RNN with sequence_lens, and
+//! errors (not panics) on bad inputs.
 
 use crate::{Device, Executor, OpRegistry, Tensor, Value};
 use mppq_ir::{Attribute, Graph, Operation};
@@ -192,4 +193,38 @@ fn bad_inputs_are_errors() {
     // MatMul inner mismatch.
     let e = run(op("MatMul", 13, vec![]), vec![f32s(&[2, 3], vec![0.; 6]), f32s(&[2, 3], vec![0.; 6])], 1);
     clean_err(e);
+}
+
+#[test]
+fn bidirectional_rnn_with_sequence_lens_matches_naive() {
+    // T = 3, B = 2, input 1, hidden 1; W = 1, R = 0.5, tanh; lengths 3 and 2.
+    let xs = [[0.5f32, -1.0], [1.0, 2.0], [-0.5, 9.0]]; // [t][b]; x[2][1] is past its length
+    let x = f32s(&[3, 2, 1], xs.iter().flatten().copied().collect());
+    let w = f32s(&[2, 1, 1], vec![1.0, 1.0]);
+    let r = f32s(&[2, 1, 1], vec![0.5, 0.5]);
+    let dev = Device::cpu();
+    let lens = Tensor::from_i64(&[2], vec![3, 2], &dev);
+    let mut g = op("RNN", 14, vec![("direction".to_string(), Attribute::String(b"bidirectional".to_vec()))]);
+    g = g.with_attr("hidden_size", Attribute::Int(1));
+    let out = run(g, vec![x, w, r, f32s(&[2, 2], vec![0.0; 4]), lens], 2).unwrap();
+    let len = [3usize, 2];
+    let mut want_y = vec![0f32; 3 * 2 * 2]; // [t][dir][b]
+    let mut want_h = vec![0f32; 2 * 2]; // [dir][b]
+    for b in 0..2 {
+        let mut h = 0f32;
+        for t in 0..len[b] {
+            h = (xs[t][b] + 0.5 * h).tanh();
+            want_y[(t * 2) * 2 + b] = h;
+        }
+        want_h[b] = h;
+        let mut h = 0f32;
+        for t in (0..len[b]).rev() {
+            h = (xs[t][b] + 0.5 * h).tanh();
+            want_y[(t * 2 + 1) * 2 + b] = h;
+        }
+        want_h[2 + b] = h;
+    }
+    assert_eq!(out[0].shape(), vec![3, 2, 2, 1]);
+    close(&out[0].to_f32_vec(), &want_y);
+    close(&out[1].to_f32_vec(), &want_h);
 }

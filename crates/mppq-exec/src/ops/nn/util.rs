@@ -10,6 +10,12 @@ use burn::tensor::Shape;
 
 pub type D = DispatchTensor;
 
+/// The opset a node is read under; 0 ("unknown", for which the registry picks the newest
+/// implementation) reads as the newest version too.
+pub fn opset(node: &OpNode<'_>) -> i64 {
+    if node.opset <= 0 { i64::MAX } else { node.opset }
+}
+
 /// Takes a float tensor or reports the dtype.
 pub fn float_tensor(ctx: &KernelContext<'_>, t: Tensor, what: &str) -> Result<Tensor> {
     if t.kind() != Kind::Float {

@@ -99,6 +99,8 @@ struct OpDef {
 #[derive(Clone, Default)]
 pub struct OpRegistry {
     defs: HashMap<(String, String), Vec<OpDef>>,
+    /// Registrations that replaced an earlier one (overrides), as `domain::type@since`.
+    replaced: Vec<String>,
 }
 
 fn canonical_domain(domain: &str) -> &str {
@@ -123,6 +125,9 @@ impl OpRegistry {
     /// overrides a built-in operator.
     pub fn register(&mut self, domain: &str, op_type: &str, since: i64, builder: KernelBuilder) {
         let defs = self.defs.entry((canonical_domain(domain).to_string(), op_type.to_string())).or_default();
+        if defs.iter().any(|d| d.since == since) {
+            self.replaced.push(format!("{domain}::{op_type}@{since}"));
+        }
         defs.retain(|d| d.since != since);
         defs.push(OpDef { since, builder });
         defs.sort_by_key(|d| d.since);
@@ -137,6 +142,11 @@ impl OpRegistry {
         let defs = self.defs.get(&(canonical_domain(domain).to_string(), op_type.to_string()))?;
         // Opset 0 means "unknown"; take the newest implementation then.
         defs.iter().rev().find(|d| opset == 0 || d.since <= opset)
+    }
+
+    /// Registrations that replaced an earlier one for the same (domain, type, since).
+    pub fn overrides(&self) -> &[String] {
+        &self.replaced
     }
 
     pub fn supports(&self, domain: &str, op_type: &str, opset: i64) -> bool {
@@ -170,5 +180,15 @@ impl OpRegistry {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_builtin_operator_is_registered_once() {
+        let r = super::OpRegistry::builtin();
+        assert!(r.overrides().is_empty(), "operators registered twice: {:?}", r.overrides());
+        assert!(r.op_types().len() >= 150, "{} operator types", r.op_types().len());
     }
 }

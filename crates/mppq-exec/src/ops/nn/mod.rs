@@ -28,10 +28,8 @@ mod max_pool;
 mod max_unpool;
 mod mvn;
 mod quantized;
-mod recurrent;
 mod resize;
 mod rms_norm;
-mod roi_align;
 mod rotary_embedding;
 mod softmax;
 mod util;
@@ -64,10 +62,8 @@ pub fn register(r: &mut OpRegistry) {
     max_unpool::register(r);
     mvn::register(r);
     quantized::register(r);
-    recurrent::register(r);
     resize::register(r);
     rms_norm::register(r);
-    roi_align::register(r);
     rotary_embedding::register(r);
     softmax::register(r);
 }

@@ -162,6 +162,8 @@ fn registry_knows_every_name_and_rejects_others() {
     // KL bins are limited to 2048–4096.
     let bad = ObserverOptions { bins: 1024, ..opts() };
     assert!(matches!(create_observer("kl", "x", &int(8, true), &bad), Err(QuantError::InvalidOption { .. })));
+    let bad = ObserverOptions { percentile: 0.3, ..opts() };
+    assert!(matches!(create_observer("percentile", "x", &int(8, true), &bad), Err(QuantError::InvalidOption { .. })));
     let ok = ObserverOptions { bins: 4096, ..opts() };
     assert!(create_observer("kl", "x", &int(8, true), &ok).is_ok());
 }
@@ -244,7 +246,7 @@ fn kl_gaussian_int8_symmetric_matches_tensorrt_style_reference() {
         let width = absmax / bins as f64;
         eprintln!("kl n={n} bins={bins}: threshold {t} (reference {reference}, absmax {absmax})");
         // Equal to the reference to its printed f32 precision (far inside one bin, {width}).
-        assert!((t - reference).abs() <= 1e-5, "n={n} bins={bins}: {t} vs reference {reference}");
+        assert!((t - reference).abs() <= 1e-5, "n={n} bins={bins}: {t} vs reference {reference} (bin {width})");
         assert!(t > 3.5 && t < absmax, "{t}");
     }
 }

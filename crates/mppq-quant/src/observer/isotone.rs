@@ -10,6 +10,13 @@
 //! samples, the widest one on ties, so the observer only clips when clipping keeps more argmaxes
 //! (a finer step separates close top-2 pairs) than it loses (both clipped to `quant_max`).
 //! Memory: 256 counters. A class axis of size 1 preserves trivially.
+//!
+//! Differences from PPQ/mPPQ's `TorchIsotoneObserver`: PPQ caches every sample's (L1, L2)
+//! (memory grows with the data), gives each sample the *sufficient* scale interval
+//! `[L2 / (quant_max − 0.51), 2·(L1 − L2)]`, sweeps for the scale inside the most intervals and
+//! takes its smallest end, and writes offset 0 even for asymmetric configs. Here the exact
+//! condition is counted for the parameters actually written (asymmetric offsets included), on a
+//! fixed grid of 256 ranges (so the scale resolution is `hi/256`), with bounded memory.
 
 use super::channels::{ChannelLayout, RangeStat, update_ranges};
 use super::range::{params_for, write_params};

@@ -39,8 +39,9 @@ impl KlObserver {
     /// The chosen `(lo, hi)` clipping range of each channel, for `config`'s quant range.
     pub fn ranges(&self, config: &TensorQuantConfig) -> Result<Vec<(f64, f64)>> {
         let hists = self.collector.histograms()?;
-        let levels_sym = usize::try_from(config.quant_max.max(1) + 1).unwrap_or(usize::MAX);
-        let levels_asym = usize::try_from((config.quant_max - config.quant_min).max(1) + 1).unwrap_or(usize::MAX);
+        let levels_sym = usize::try_from(config.quant_max.max(1).saturating_add(1)).unwrap_or(usize::MAX);
+        let span = config.quant_max.saturating_sub(config.quant_min).max(1);
+        let levels_asym = usize::try_from(span.saturating_add(1)).unwrap_or(usize::MAX);
         let mut scratch = Scratch::default();
         Ok(hists
             .iter()

@@ -81,7 +81,8 @@ pub trait Observer: Send + std::fmt::Debug {
 pub struct ObserverOptions {
     /// Histogram bins: kl 2048–4096, others 16–65536. Default 2048.
     pub bins: usize,
-    /// `percentile`: the fraction of values kept inside the range, in (0, 1]. Default 0.9999.
+    /// `percentile`: the fraction of values kept below the upper bound (and above the
+    /// lower one), in [0.5, 1]. Default 0.9999.
     pub percentile: f64,
     /// `constant`: the fixed (min, max) range.
     pub constant_range: Option<(f32, f32)>,

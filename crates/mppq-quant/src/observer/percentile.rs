@@ -24,10 +24,10 @@ impl PercentileObserver {
     pub fn new(variable: &str, config: &TensorQuantConfig, options: &ObserverOptions) -> Result<Self> {
         check_bins("percentile", options.bins, 16..=65536)?;
         let p = options.percentile;
-        if !(p > 0.0 && p <= 1.0) {
+        if !(0.5..=1.0).contains(&p) {
             return Err(QuantError::InvalidOption {
                 observer: "percentile".into(),
-                message: format!("percentile {p} must be in (0, 1]"),
+                message: format!("percentile {p} must be in [0.5, 1]"),
             });
         }
         Ok(Self {

@@ -579,4 +579,14 @@ fn observers_keep_bounded_statistics_not_data() {
         assert!(max <= 2048 + 64, "{name}: {max}");
         o.finalize(&mut config.clone()).unwrap();
     }
+    // Per channel: channels × (bins + a few numbers).
+    for name in ["minmax", "percentile", "kl", "mse", "floating", "hist"] {
+        let config = config_for(name, true, Some(0));
+        let mut o = create_observer(name, "w", &config, &opts()).unwrap();
+        for pass in 0..o.passes() {
+            o.begin_pass(pass).unwrap();
+            o.observe(&batch, &[8, 12_500]).unwrap();
+            assert!(o.statistics_len() <= 8 * (2048 + 8), "{name}: {}", o.statistics_len());
+        }
+    }
 }

@@ -25,7 +25,7 @@
 //! and the bounds are integers); wider configs (32-bit biases) use the exact f64 scalar
 //! rounding. Every other device (wgpu, autodiff) runs a chain of Burn `Dispatch` operations
 //! with the same results (Burn's `round` is ties-to-even; the other policies are composed from
-//! `floor` and the exact fractional part `v − floor(v)`). Float16/bfloat16/float64 tensors are
+//! `floor` and comparisons with the exact midpoint `floor(v) + 0.5`). Float16/bfloat16/float64 tensors are
 //! computed in float32 and cast back.
 
 use crate::error::{ExecError, Result};
@@ -377,23 +377,25 @@ pub fn fake_quant_linear_slice(
             let t = floor_fast(v);
             if v > t { t + 1.0 } else { t }
         }),
+        // Compare with the exact midpoint t + 0.5 (|t| ≤ 2²² + 1): `v − t` is not exact for
+        // v in (−1, 0).
         HalfUp => kernel!(|v: f32| {
             let t = floor_fast(v);
-            if v - t >= 0.5 { t + 1.0 } else { t }
+            if v >= t + 0.5 { t + 1.0 } else { t }
         }),
         HalfDown => kernel!(|v: f32| {
             let t = floor_fast(v);
-            if v - t > 0.5 { t + 1.0 } else { t }
+            if v > t + 0.5 { t + 1.0 } else { t }
         }),
         HalfAwayFromZero => kernel!(|v: f32| {
             let t = floor_fast(v);
-            let f = v - t;
-            if f > 0.5 || (f == 0.5 && v > 0.0) { t + 1.0 } else { t }
+            let mid = t + 0.5;
+            if v > mid || (v == mid && v > 0.0) { t + 1.0 } else { t }
         }),
         HalfTowardsZero => kernel!(|v: f32| {
             let t = floor_fast(v);
-            let f = v - t;
-            if f > 0.5 || (f == 0.5 && v < 0.0) { t + 1.0 } else { t }
+            let mid = t + 0.5;
+            if v > mid || (v == mid && v < 0.0) { t + 1.0 } else { t }
         }),
     }
 }
@@ -481,8 +483,8 @@ fn chained(x: DispatchTensor, plan: &Plan, shape: &[usize]) -> DispatchTensor {
     }
 }
 
-/// Rounds by `policy` with Burn ops: exact, since `v − floor(v)` is exact in binary floating
-/// point and every comparison is against 0.5 or 0.
+/// Rounds by `policy` with Burn ops, exactly: `floor`, `ceil`, `round` (ties to even) and
+/// comparisons only.
 fn round_chain(v: DispatchTensor, policy: RoundingPolicy) -> DispatchTensor {
     use RoundingPolicy::*;
     let up = |t: DispatchTensor, mask: DispatchTensor| Dispatch::float_add(t, Dispatch::bool_into_float(mask, FloatDType::F32));
@@ -491,15 +493,20 @@ fn round_chain(v: DispatchTensor, policy: RoundingPolicy) -> DispatchTensor {
         Floor => Dispatch::float_floor(v),
         Ceil => Dispatch::float_ceil(v),
         _ => {
+            // Compare with the midpoint t + 0.5 (not with v − t, which is inexact for v in
+            // (−1, 0)). Above 2²³ the midpoint rounds, but there v is an integer (v == t), so a
+            // tie also requires v != t.
             let t = Dispatch::float_floor(v.clone());
-            let f = Dispatch::float_sub(v.clone(), t.clone());
-            let half = Scalar::from(0.5);
+            let mid = Dispatch::float_add_scalar(t.clone(), Scalar::from(0.5));
+            let gt = Dispatch::float_greater(v.clone(), mid.clone(), BOOL);
+            let tie = Dispatch::bool_and(
+                Dispatch::float_equal(v.clone(), mid, BOOL),
+                Dispatch::float_not_equal(v.clone(), t.clone(), BOOL),
+            );
             let mask = match policy {
-                HalfUp => Dispatch::float_greater_equal_elem(f, half, BOOL),
-                HalfDown => Dispatch::float_greater_elem(f, half, BOOL),
+                HalfUp => Dispatch::bool_or(gt, tie),
+                HalfDown => gt,
                 _ => {
-                    let gt = Dispatch::float_greater_elem(f.clone(), half, BOOL);
-                    let tie = Dispatch::float_equal_elem(f, half, BOOL);
                     let side = if policy == HalfAwayFromZero {
                         Dispatch::float_greater_elem(v, Scalar::from(0.0), BOOL)
                     } else {
@@ -529,7 +536,10 @@ fn float_chain(v: DispatchTensor, fmt: FloatFormat, lo: f32, hi: f32) -> Dispatc
     let r = Dispatch::float_mul(Dispatch::float_round(Dispatch::float_div(a, quantum.clone())), quantum);
     let r = Dispatch::float_clamp_max(r, Scalar::from(f64::from(fmt.max)));
     let neg = Dispatch::float_lower_elem(v.clone(), Scalar::from(0.0), BOOL);
-    let y = Dispatch::float_mask_where(r.clone(), neg, Dispatch::float_neg(r));
+    let y = Dispatch::float_mask_where(r.clone(), neg, Dispatch::float_neg(r.clone()));
+    // Zeros keep the input's sign (v · 0 is ±0).
+    let zero = Dispatch::float_equal_elem(r, Scalar::from(0.0), BOOL);
+    let y = Dispatch::float_mask_where(y, zero, Dispatch::float_mul_scalar(v.clone(), Scalar::from(0.0)));
     let y = Dispatch::float_clamp(y, Scalar::from(f64::from(lo)), Scalar::from(f64::from(hi)));
     let nan = Dispatch::float_is_nan(v.clone(), BOOL);
     let y = if fmt.has_inf {

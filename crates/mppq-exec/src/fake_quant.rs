@@ -413,12 +413,65 @@ pub fn linear_exact(x: f32, s: f32, o: f32, qmin: f64, qmax: f64, rounding: Roun
 /// The fused floating kernel on a contiguous buffer: `y = fmt(x / s)` clamped to `[lo, hi]`,
 /// times `s`.
 pub fn fake_quant_float_slice(buf: &mut [f32], split: (usize, usize, usize), scale: &[f32], fmt: FloatFormat, lo: f32, hi: f32) {
+    let Some(fast) = FastFormat::new(fmt) else {
+        for_channels(buf, split, |run, c| {
+            let s = scale.get(c).copied().unwrap_or(1.0);
+            for x in run.iter_mut() {
+                *x = float_exact(*x, s, fmt, lo, hi);
+            }
+        });
+        return;
+    };
     for_channels(buf, split, |run, c| {
         let s = scale.get(c).copied().unwrap_or(1.0);
         for x in run.iter_mut() {
-            *x = float_exact(*x, s, fmt, lo, hi);
+            let f = fast.round(*x / s);
+            let f = if f.abs() == f32::INFINITY { f } else { clampf(f, lo, hi) };
+            *x = f * s;
         }
     });
+}
+
+/// Branch-free f32 rounding to a format whose quanta are normal f32 powers of two
+/// (exponent ≤ 7 bits, mantissa ≤ 21 bits: every FP8 format).
+#[derive(Clone, Copy)]
+struct FastFormat {
+    m: i32,
+    /// Biased f32 exponent field of the smallest normal value of the format.
+    emin_field: u32,
+    /// One binade above the largest exponent: larger values saturate anyway, and capping
+    /// there keeps the scalings normal.
+    cap_field: u32,
+    max: f32,
+    /// What ±∞ becomes (before the sign): ∞ or max.
+    inf: f32,
+}
+
+impl FastFormat {
+    fn new(fmt: FloatFormat) -> Option<Self> {
+        (fmt.exponent_bits <= 7 && fmt.mantissa_bits <= 21).then(|| Self {
+            m: fmt.mantissa_bits as i32,
+            emin_field: (fmt.min_exponent() + 127) as u32,
+            cap_field: (fmt.max_exponent() + 128).min(254) as u32,
+            max: fmt.max,
+            inf: if fmt.has_inf { f32::INFINITY } else { fmt.max },
+        })
+    }
+
+    #[inline(always)]
+    fn round(&self, v: f32) -> f32 {
+        let a = v.abs();
+        let field = (a.to_bits() >> 23).max(self.emin_field).min(self.cap_field);
+        // 2^(m − e) and 2^(e − m): both normal (e ∈ [−62, 65], m ≤ 21), so the scalings are
+        // exact, and a · 2^(m − e) < 2^(m+1) ≤ 2^22 keeps the magic round valid below the
+        // cap; above it the result is far beyond max and saturates.
+        let up = f32::from_bits(((254 + self.m) as u32 - field) << 23);
+        let down = f32::from_bits((field - self.m as u32) << 23);
+        let r = rne_fast(a * up) * down;
+        let r = if r > self.max { self.max } else { r }; // NaN passes
+        let r = if a == f32::INFINITY { self.inf } else { r };
+        r.copysign(v)
+    }
 }
 
 /// The scalar floating fake-quant.

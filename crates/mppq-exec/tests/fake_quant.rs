@@ -540,3 +540,56 @@ fn other_float_dtypes_are_computed_in_f32_and_cast_back() {
     assert_eq!(y.dtype(), mppq_ir::DataType::Double);
     assert_eq!(y.to_f64_vec(), vec![0.5, -1.0, 63.5]);
 }
+
+#[test]
+fn negative_near_ties_and_huge_values_every_policy_both_paths() {
+    let near = [
+        -0.499_999_97f32, -0.5, -0.500_000_06, -1e-10, -0.0, 0.0, 1e-10, 0.499_999_97, 0.5, 0.500_000_06,
+        -1.5, -2.5, 1.5, 2.5, -1.499_999_9, -2.500_000_2, 126.5, -127.5, -128.5, 127.5, 4_194_303.5, -4_194_303.5,
+    ];
+    for p in RoundingPolicy::ALL {
+        let c = linear_config(8, true, None, vec![1.0], vec![0.0], p);
+        let want: Vec<f32> = near.iter().map(|&x| ref_linear(x, 1.0, 0.0, -128, 127, p)).collect();
+        // 16-bit range: values up to 2^23 stay unsaturated.
+        let c16 = linear_config(16, true, None, vec![1.0 / 256.0], vec![0.0], p);
+        let big: Vec<f32> = [8_388_607.5f32, -8_388_607.5, 4_194_304.5, -4_194_304.5, 8_388_608.0, -8_388_608.0, 16_777_216.0, 3e7, -3e7]
+            .iter()
+            .map(|v| v / 256.0)
+            .chain(near.iter().copied())
+            .collect();
+        let want16: Vec<f32> = big.iter().map(|&x| ref_linear(x, 1.0 / 256.0, 0.0, -32768, 32767, p)).collect();
+        let c32 = linear_config(32, true, None, vec![1.0], vec![0.0], p);
+        let huge: Vec<f32> = [8_388_607.5f32, -8_388_607.5, 4_194_304.5, -4_194_304.5, 16_777_217.0, 1e9, -1e9].to_vec();
+        let want32: Vec<f32> = huge.iter().map(|&x| ref_linear(x, 1.0, 0.0, c32.quant_min, c32.quant_max, p)).collect();
+        for path in PATHS {
+            assert_all_same(&run(path, &[near.len()], &near, &c), &want, &format!("{p:?} {path:?}"));
+            assert_all_same(&run(path, &[big.len()], &big, &c16), &want16, &format!("16-bit {p:?} {path:?}"));
+            // The chain clamps in f32, where 2^31 − 1 is not exact: compare below saturation only.
+            assert_all_same(&run(path, &[huge.len()], &huge, &c32), &want32, &format!("32-bit {p:?} {path:?}"));
+        }
+    }
+}
+
+#[test]
+fn fused_fp8_matches_scalar_format_rounding_on_random_bit_patterns() {
+    let mut rng = Rng(2024);
+    let x: Vec<f32> = (0..200_000).map(|_| f32::from_bits(rng.next() as u32)).collect();
+    for (e, m, max) in [(4u32, 3u32, 448i64), (5, 2, 57344)] {
+        let fmt = FloatFormat::new(e, m).unwrap();
+        let want: Vec<f32> = x.iter().map(|&v| fmt.round(v)).collect();
+        let c = fp_config(e, m, max, 1.0);
+        for path in PATHS {
+            assert_all_same(&run(path, &[x.len()], &x, &c), &want, &format!("E{e}M{m} {path:?}"));
+        }
+    }
+}
+
+#[test]
+fn fused_kernel_copies_a_shared_contiguous_buffer() {
+    let d = Device::cpu();
+    let c = linear_config(8, true, None, vec![0.5], vec![0.0], RoundingPolicy::HalfEven);
+    let base = Tensor::from_f32(&[4], vec![0.3, 0.8, -7.1, 500.0], &d);
+    let y = mppq_exec::fake_quant_tensor(base.clone(), &c).unwrap();
+    assert_eq!(y.to_f32_vec(), vec![0.5, 1.0, -7.0, 63.5]);
+    assert_eq!(base.to_f32_vec(), vec![0.3, 0.8, -7.1, 500.0]);
+}

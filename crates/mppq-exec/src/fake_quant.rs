@@ -436,12 +436,12 @@ pub fn fake_quant_float_slice(buf: &mut [f32], split: (usize, usize, usize), sca
 /// (exponent ≤ 7 bits, mantissa ≤ 21 bits: every FP8 format).
 #[derive(Clone, Copy)]
 struct FastFormat {
-    m: i32,
-    /// Biased f32 exponent field of the smallest normal value of the format.
-    emin_field: u32,
+    m: u32,
+    /// Smallest normal value of the format (subnormals share its quantum).
+    min_normal: f32,
     /// One binade above the largest exponent: larger values saturate anyway, and capping
     /// there keeps the scalings normal.
-    cap_field: u32,
+    cap: f32,
     max: f32,
     /// What ±∞ becomes (before the sign): ∞ or max.
     inf: f32,
@@ -450,9 +450,9 @@ struct FastFormat {
 impl FastFormat {
     fn new(fmt: FloatFormat) -> Option<Self> {
         (fmt.exponent_bits <= 7 && fmt.mantissa_bits <= 21).then(|| Self {
-            m: fmt.mantissa_bits as i32,
-            emin_field: (fmt.min_exponent() + 127) as u32,
-            cap_field: (fmt.max_exponent() + 128).min(254) as u32,
+            m: fmt.mantissa_bits,
+            min_normal: pow2(fmt.min_exponent()) as f32,
+            cap: pow2(fmt.max_exponent() + 1) as f32,
             max: fmt.max,
             inf: if fmt.has_inf { f32::INFINITY } else { fmt.max },
         })
@@ -461,12 +461,14 @@ impl FastFormat {
     #[inline(always)]
     fn round(&self, v: f32) -> f32 {
         let a = v.abs();
-        let field = (a.to_bits() >> 23).max(self.emin_field).min(self.cap_field);
+        // Biased exponent of a, clamped to the format's binades (selects and a shift only, so
+        // the loop vectorizes); NaN gives 255 and stays NaN through the arithmetic.
+        let field = clampf(a, self.min_normal, self.cap).to_bits() >> 23;
         // 2^(m − e) and 2^(e − m): both normal (e ∈ [−62, 65], m ≤ 21), so the scalings are
         // exact, and a · 2^(m − e) < 2^(m+1) ≤ 2^22 keeps the magic round valid below the
         // cap; above it the result is far beyond max and saturates.
-        let up = f32::from_bits(((254 + self.m) as u32 - field) << 23);
-        let down = f32::from_bits((field - self.m as u32) << 23);
+        let up = f32::from_bits((254 + self.m).wrapping_sub(field) << 23);
+        let down = f32::from_bits(field.wrapping_sub(self.m) << 23);
         let r = rne_fast(a * up) * down;
         let r = if r > self.max { self.max } else { r }; // NaN passes
         let r = if a == f32::INFINITY { self.inf } else { r };

@@ -23,10 +23,17 @@
 //! the branch-free magic-number round (`(v + 1.5·2²³) − 1.5·2²³`, ties to even) after
 //! clamping `v` into that range (which cannot change the result, since rounding is monotone
 //! and the bounds are integers); wider configs (32-bit biases) use the exact f64 scalar
-//! rounding. Every other device (wgpu, autodiff) runs a chain of Burn `Dispatch` operations
-//! with the same results (Burn's `round` is ties-to-even; the other policies are composed from
-//! `floor` and comparisons with the exact midpoint `floor(v) + 0.5`). Float16/bfloat16/float64 tensors are
-//! computed in float32 and cast back.
+//! rounding. Floating formats with at most 7 exponent and 21 mantissa bits (every FP8 format)
+//! use a branch-free f32 kernel (exponent by bit shift, exact power-of-two scalings, magic
+//! round); wider ones the exact scalar [`FloatFormat::round`].
+//!
+//! Every other device (wgpu, autodiff) runs a chain of Burn `Dispatch` operations with the
+//! same results: Burn's `round` is ties-to-even; the other policies are composed from `floor`
+//! and comparisons with the exact midpoint `floor(v) + 0.5`; floating formats pick each
+//! element's quantum with one comparison per binade. That chain clamps in f32, so a 32-bit
+//! range saturates at 2³¹ rather than 2³¹ − 1. Autodiff gets no straight-through gradient here
+//! (round has zero gradient). Float16/bfloat16/float64 tensors are computed in float32 and cast
+//! back.
 
 use crate::error::{ExecError, Result};
 use crate::hooks::FakeQuantizer;
@@ -254,17 +261,18 @@ pub fn fake_quant_with(t: Tensor, config: &TensorQuantConfig, path: KernelPath) 
     let work = t.cast(mppq_ir::DataType::Float)?;
     let mut inner = work.into_dispatch();
     if path == KernelPath::Auto {
-        match fused(inner, &plan) {
-            Ok(done) => return Tensor::from_dispatch(done).cast(dtype),
-            Err(back) => inner = back,
+        let (back, done) = fused(inner, &plan);
+        if done {
+            return Tensor::from_dispatch(back).cast(dtype);
         }
+        inner = back;
     }
     Tensor::from_dispatch(chained(inner, &plan, &shape)).cast(dtype)
 }
 
 /// Runs the fused kernel in place when `t` is a plain (non-autodiff) flex float32 tensor;
-/// gives `t` back otherwise.
-fn fused(t: DispatchTensor, plan: &Plan) -> std::result::Result<DispatchTensor, DispatchTensor> {
+/// gives `t` back unchanged otherwise. The flag says whether it ran.
+fn fused(t: DispatchTensor, plan: &Plan) -> (DispatchTensor, bool) {
     match t {
         DispatchTensor { kind: DispatchTensorKind::Flex(BackendTensor::Float(mut ft)), autodiff: DispatchAutodiffContext::Disabled }
             if ft.dtype() == DType::F32 =>
@@ -285,9 +293,9 @@ fn fused(t: DispatchTensor, plan: &Plan) -> std::result::Result<DispatchTensor, 
                 }
             };
             let t = DispatchTensor { kind: DispatchTensorKind::Flex(BackendTensor::Float(ft)), autodiff: DispatchAutodiffContext::Disabled };
-            if ok { Ok(t) } else { Err(t) }
+            (t, ok)
         }
-        other => Err(other),
+        other => (other, false),
     }
 }
 
@@ -406,7 +414,9 @@ pub fn linear_exact(x: f32, s: f32, o: f32, qmin: f64, qmax: f64, rounding: Roun
     if v.is_nan() {
         return v;
     }
-    let q = (rounding.round(f64::from(v)) + f64::from(o)).clamp(qmin, qmax);
+    let q = rounding.round(f64::from(v)) + f64::from(o);
+    // Not f64::clamp, which panics on a reversed range.
+    let q = if q < qmin { qmin } else if q > qmax { qmax } else { q };
     ((q - f64::from(o)) as f32) * s
 }
 

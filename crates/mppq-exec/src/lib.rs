@@ -10,6 +10,7 @@
 pub mod device;
 pub mod engine;
 pub mod error;
+pub mod fake_quant;
 pub mod hooks;
 pub mod ops;
 pub mod registry;
@@ -19,6 +20,7 @@ pub mod value;
 pub use device::Device;
 pub use engine::Executor;
 pub use error::{ExecError, Result};
+pub use fake_quant::{BurnFakeQuant, FloatFormat, KernelPath, LinearFakeQuant, fake_quant_tensor, fake_quant_with};
 pub use hooks::{ExecHook, FakeQuantizer, IdentityFakeQuant, QuantSimulation};
 pub use registry::{Kernel, KernelBuilder, KernelContext, OpNode, OpRegistry};
 pub use tensor::Tensor;

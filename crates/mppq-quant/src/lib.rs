@@ -1,10 +1,14 @@
-//! Quantization core of mppq (being built). Done: calibration observers (`observer`: minmax,
-//! percentile, kl, mse, isotone, constant, floating, hist) that turn observed tensor values into
-//! scales and offsets. Planned: quantizers that give each quantable operation its configs, and
-//! the platform registry that bundles dispatchers, quantizers, parsers and exporters.
+//! Quantization core of mppq: quantizers that give each dispatched operation its configs
+//! ([`quantizer`]), calibration observers that turn observed values into scales and offsets
+//! ([`observer`]: minmax, percentile, kl, mse, isotone, constant, floating, hist), the calibration
+//! run over batches ([`calibrate`]) and error metrics ([`metrics`]). Planned: the platform
+//! registry that bundles dispatchers, quantizers, parsers and exporters.
 
+pub mod calibrate;
 pub mod error;
+pub mod metrics;
 pub mod observer;
+pub mod quantizer;
 
 pub use error::{QuantError, Result};
 pub use observer::{Observer, ObserverOptions, OBSERVER_NAMES, create_observer};

@@ -1,0 +1,185 @@
+//! Calibration: turns a graph whose operations carry initial quantization configs into one
+//! ready for simulation. Parameters are observed directly from their values; activations by
+//! running the calibration batches (twice for histogram observers) with an observing hook;
+//! biases are then derived (`s_bias = s_in · s_w`). Every step keeps only observer statistics.
+
+use crate::error::{QuantError, Result};
+use crate::observer::{Observer, ObserverOptions, create_observer};
+use mppq_exec::hooks::OpInfo;
+use mppq_exec::{ExecHook, Executor, Value};
+use mppq_ir::quant::{ConfigSide, QuantizationState, TensorQuantConfig};
+use mppq_ir::{Graph, OpId};
+use std::collections::HashMap;
+
+/// Calibration knobs.
+#[derive(Clone, Debug, Default)]
+pub struct CalibrationSetting {
+    pub options: ObserverOptions,
+    /// Use at most this many batches (all when `None`).
+    pub steps: Option<usize>,
+}
+
+type Key = (OpId, ConfigSide, usize);
+
+fn config_mut(graph: &mut Graph, (op, side, index): Key) -> Option<&mut TensorQuantConfig> {
+    let cfg = graph.operation_mut(op).ok()?.quant_config.as_mut()?;
+    let slots = match side {
+        ConfigSide::Input => &mut cfg.input_configs,
+        ConfigSide::Output => &mut cfg.output_configs,
+    };
+    slots.get_mut(index)?.as_mut()
+}
+
+/// Observes activations as the executor runs.
+struct ObserveHook {
+    observers: HashMap<Key, Box<dyn Observer>>,
+    error: Option<QuantError>,
+}
+
+impl ObserveHook {
+    fn observe(&mut self, key: Key, value: &Option<Value>) {
+        if self.error.is_some() {
+            return;
+        }
+        let (Some(observer), Some(Value::Tensor(t))) = (self.observers.get_mut(&key), value) else { return };
+        if t.kind() != mppq_exec::tensor::Kind::Float {
+            return;
+        }
+        if let Err(e) = observer.observe(&t.to_f32_vec(), &t.shape()) {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl ExecHook for ObserveHook {
+    fn before_op(&mut self, op: &OpInfo<'_>, inputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
+        for (i, v) in inputs.iter().enumerate() {
+            self.observe((op.id, ConfigSide::Input, i), v);
+        }
+        Ok(())
+    }
+    fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
+        for (i, v) in outputs.iter().enumerate() {
+            self.observe((op.id, ConfigSide::Output, i), v);
+        }
+        Ok(())
+    }
+}
+
+/// Every config slot of the graph, with its variable name and whether it reads a parameter.
+fn slots(graph: &Graph) -> Vec<(Key, String, Option<mppq_ir::TensorData>)> {
+    let mut out = Vec::new();
+    for (id, op) in graph.operations() {
+        let Some(cfg) = &op.quant_config else { continue };
+        for (side, configs, vars) in [
+            (ConfigSide::Input, &cfg.input_configs, op.inputs()),
+            (ConfigSide::Output, &cfg.output_configs, op.outputs()),
+        ] {
+            for (i, c) in configs.iter().enumerate() {
+                let (Some(_), Some(Some(var))) = (c, vars.get(i)) else { continue };
+                let v = graph.variable(*var).ok();
+                let name = v.map(|v| v.name.clone()).unwrap_or_default();
+                out.push(((id, side, i), name, v.and_then(|v| v.value.clone())));
+            }
+        }
+    }
+    out
+}
+
+/// Calibrates every `Initial` config of `graph`: parameters from their values, activations by
+/// running `batches` through `exec` (prepared from the same graph). Returns how many configs
+/// were calibrated. An empty calibration set is an error.
+pub fn calibrate(
+    graph: &mut Graph,
+    exec: &Executor,
+    batches: &[Vec<(String, Value)>],
+    setting: &CalibrationSetting,
+    mut progress: impl FnMut(&str, usize, usize),
+) -> Result<usize> {
+    let batches = &batches[..setting.steps.map_or(batches.len(), |s| s.min(batches.len()))];
+    let mut calibrated = 0;
+    let mut activations: HashMap<Key, Box<dyn Observer>> = HashMap::new();
+    for (key, name, value) in slots(graph) {
+        let Some(config) = config_mut(graph, key) else { continue };
+        if config.state != QuantizationState::Initial {
+            continue;
+        }
+        let mut observer = create_observer(&config.observer, &name, config, &setting.options)?;
+        match value {
+            Some(t) => {
+                let values = t.to_f32_vec()?;
+                for pass in 0..observer.passes() {
+                    observer.begin_pass(pass)?;
+                    observer.observe(&values, t.shape())?;
+                }
+                observer.finalize(config)?;
+                calibrated += 1;
+            }
+            None => {
+                activations.insert(key, observer);
+            }
+        }
+    }
+    if !activations.is_empty() {
+        if batches.is_empty() {
+            return Err(QuantError::InvalidOption {
+                observer: "calibration".into(),
+                message: "the calibration set is empty: give at least one batch".into(),
+            });
+        }
+        let passes = activations.values().map(|o| o.passes()).max().unwrap_or(1);
+        let mut hook = ObserveHook { observers: activations, error: None };
+        for pass in 0..passes {
+            for o in hook.observers.values_mut() {
+                if pass < o.passes() {
+                    o.begin_pass(pass)?;
+                }
+            }
+            for (i, batch) in batches.iter().enumerate() {
+                progress(&format!("calibration pass {}/{passes}", pass + 1), i + 1, batches.len());
+                exec.run(batch.clone(), &mut [&mut hook]).map_err(|e| QuantError::InvalidOption {
+                    observer: "calibration".into(),
+                    message: format!("batch {i}: {e}"),
+                })?;
+                if let Some(e) = hook.error.take() {
+                    return Err(e);
+                }
+            }
+        }
+        for (key, observer) in hook.observers {
+            if let Some(config) = config_mut(graph, key) {
+                observer.finalize(config)?;
+                calibrated += 1;
+            }
+        }
+    }
+    calibrated += derive_biases(graph)?;
+    Ok(calibrated)
+}
+
+/// Sets every `PassiveInit` bias config (input 2 of Conv/ConvTranspose/Gemm) to
+/// `s_in · s_w[c]` with zero offset.
+pub fn derive_biases(graph: &mut Graph) -> Result<usize> {
+    let ids: Vec<OpId> = graph.operations().map(|(id, _)| id).collect();
+    let mut n = 0;
+    for id in ids {
+        let op = graph.operation(id)?;
+        let Some(cfg) = &op.quant_config else { continue };
+        let Some(Some(bias)) = cfg.input_configs.get(2) else { continue };
+        if bias.state != QuantizationState::PassiveInit {
+            continue;
+        }
+        let input_scale = cfg.input_configs.first().and_then(|c| c.as_ref()).and_then(|c| c.scale.first().copied());
+        let weight_scales = cfg.input_configs.get(1).and_then(|c| c.as_ref()).map(|c| c.scale.clone());
+        let channels = op.inputs().get(2).copied().flatten().and_then(|v| graph.variable(v).ok()?.value.as_ref().map(|t| t.len()));
+        let (Some(s_in), Some(s_w), Some(channels)) = (input_scale, weight_scales, channels) else { continue };
+        let scale: Vec<f32> = (0..channels).map(|c| s_in * if s_w.len() == 1 { s_w[0] } else { s_w.get(c).copied().unwrap_or(1.0) }).collect();
+        if let Some(config) = config_mut(graph, (id, ConfigSide::Input, 2)) {
+            config.offset = vec![0.0; scale.len()];
+            config.scale = scale;
+            config.state = QuantizationState::Passive;
+            n += 1;
+        }
+    }
+    Ok(n)
+}

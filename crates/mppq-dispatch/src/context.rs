@@ -103,7 +103,11 @@ impl IgnoredScope {
             }
         }
         for sg in &self.subgraphs {
-            let label = format!("ignored scope: sub-graph [{}] -> [{}]", sg.inputs.join(", "), sg.outputs.join(", "));
+            let label = format!(
+                "ignored scope: sub-graph [{}] -> [{}]",
+                sg.inputs.join(", "),
+                sg.outputs.join(", ")
+            );
             for id in subgraph_ops(graph, sg)? {
                 out.entry(id).or_insert_with(|| label.clone());
             }
@@ -115,7 +119,11 @@ impl IgnoredScope {
 fn var_ids(graph: &Graph, names: &[String]) -> Result<Vec<VarId>, DispatchError> {
     names
         .iter()
-        .map(|n| graph.var_id(n).ok_or_else(|| DispatchError::UnknownScopeVariable(n.clone())))
+        .map(|n| {
+            graph
+                .var_id(n)
+                .ok_or_else(|| DispatchError::UnknownScopeVariable(n.clone()))
+        })
         .collect()
 }
 
@@ -124,7 +132,10 @@ fn subgraph_ops(graph: &Graph, sg: &SubgraphScope) -> Result<HashSet<OpId>, Disp
     let starts = var_ids(graph, &sg.inputs)?;
     let ends = var_ids(graph, &sg.outputs)?;
     let mut below: HashSet<OpId> = HashSet::new();
-    let mut queue: VecDeque<OpId> = starts.iter().flat_map(|v| graph.consumers(*v).iter().copied()).collect();
+    let mut queue: VecDeque<OpId> = starts
+        .iter()
+        .flat_map(|v| graph.consumers(*v).iter().copied())
+        .collect();
     while let Some(op) = queue.pop_front() {
         if below.insert(op) {
             // Do not walk past an end variable.

@@ -13,6 +13,8 @@ mod optional;
 mod scan;
 mod sequence_map;
 mod split_to_sequence;
+#[cfg(test)]
+mod tests;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {

@@ -8,6 +8,7 @@
 
 use anyhow::{Context, Result};
 use mppq_exec::{Device, ExecError, Executor, OpRegistry, Tensor, Value};
+use mppq_onnx::test_data::{DataValue, decode_value_file};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -147,12 +148,12 @@ fn run_case(case: &Case, registry: &OpRegistry, device: &Device) -> (Outcome, St
         let mut feeds = Vec::new();
         for (i, name) in exec.input_names().iter().enumerate() {
             let path = set.join(format!("input_{i}.pb"));
-            let data = match mppq_onnx::decode_tensor_file(&path) {
+            let data = match decode_value_file(&path, declared_type(&model.graph, name)) {
                 Ok(d) => d,
                 Err(e) => return (Outcome::Unsupported, format!("input {i}: {e}")),
             };
-            match Tensor::from_data(&data, device) {
-                Ok(t) => feeds.push((name.to_string(), Value::Tensor(t))),
+            match to_value(&data, device) {
+                Ok(v) => feeds.push((name.to_string(), v)),
                 Err(e) => return (Outcome::Unsupported, format!("input {i}: {e}")),
             }
         }
@@ -163,19 +164,80 @@ fn run_case(case: &Case, registry: &OpRegistry, device: &Device) -> (Outcome, St
         };
         for (i, (name, value)) in outputs.iter().enumerate() {
             let path = set.join(format!("output_{i}.pb"));
-            let expected = match mppq_onnx::decode_tensor_file(&path) {
+            let expected = match decode_value_file(&path, declared_type(&model.graph, name)) {
                 Ok(d) => d,
                 Err(e) => return (Outcome::Unsupported, format!("output {i}: {e}")),
             };
-            let Some(actual) = value.as_tensor() else {
-                return (Outcome::Failed, format!("output `{name}` is not a tensor"));
-            };
-            if let Err(why) = compare(actual, &expected) {
+            if let Err(why) = compare_value(value, &expected) {
                 return (Outcome::Failed, format!("output `{name}`: {why}"));
             }
         }
     }
     (Outcome::Passed, String::new())
+}
+
+/// The declared type of a graph input or output, which says how its test file is encoded.
+fn declared_type<'g>(graph: &'g mppq_ir::Graph, name: &str) -> Option<&'g mppq_ir::ValueType> {
+    let id = graph.var_named(name).ok()?;
+    graph.variable(id).ok()?.ty.as_ref()
+}
+
+/// A decoded test value as an executor value.
+fn to_value(data: &DataValue, device: &Device) -> Result<Value, ExecError> {
+    Ok(match data {
+        DataValue::Tensor(t) => Value::Tensor(Tensor::from_data(t, device)?),
+        DataValue::Sequence(items) => {
+            let tensors = items
+                .iter()
+                .map(|d| match d {
+                    DataValue::Tensor(t) => Tensor::from_data(t, device),
+                    _ => Err(ExecError::Input { name: String::new(), message: "sequences of non-tensors are not supported".into() }),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Value::Sequence(tensors)
+        }
+        DataValue::Optional(None) => Value::Optional(None),
+        DataValue::Optional(Some(inner)) => Value::Optional(Some(Box::new(to_value(inner, device)?))),
+    })
+}
+
+/// Compares an executor value with an expected test value (same structure; tensors by [`compare`]).
+fn compare_value(actual: &Value, expected: &DataValue) -> Result<(), String> {
+    match (actual, expected) {
+        (Value::Tensor(a), DataValue::Tensor(e)) => compare(a, e),
+        (Value::Sequence(a), DataValue::Sequence(e)) => {
+            if a.len() != e.len() {
+                return Err(format!("sequence of {} tensors but expected {}", a.len(), e.len()));
+            }
+            for (k, (a, e)) in a.iter().zip(e).enumerate() {
+                let DataValue::Tensor(e) = e else { return Err(format!("sequence element {k}: expected a non-tensor")) };
+                compare(a, e).map_err(|why| format!("sequence element {k}: {why}"))?;
+            }
+            Ok(())
+        }
+        (Value::Optional(None), DataValue::Optional(None)) => Ok(()),
+        (Value::Optional(Some(a)), DataValue::Optional(Some(e))) => compare_value(a, e),
+        (Value::Optional(a), DataValue::Optional(e)) => {
+            Err(format!("optional {} but expected {}", if a.is_some() { "has a value" } else { "is empty" }, if e.is_some() { "a value" } else { "none" }))
+        }
+        (a, _) => Err(format!("got a {} but expected a {}", value_kind(a), data_kind(expected))),
+    }
+}
+
+fn value_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Tensor(_) => "tensor",
+        Value::Sequence(_) => "sequence",
+        Value::Optional(_) => "optional",
+    }
+}
+
+fn data_kind(v: &DataValue) -> &'static str {
+    match v {
+        DataValue::Tensor(_) => "tensor",
+        DataValue::Sequence(_) => "sequence",
+        DataValue::Optional(_) => "optional",
+    }
 }
 
 fn compare(actual: &Tensor, expected: &mppq_ir::TensorData) -> Result<(), String> {

@@ -13,6 +13,7 @@ pub mod load;
 pub mod proto;
 pub mod save;
 pub mod tensor;
+pub mod test_data;
 pub mod value_type;
 
 pub use error::{OnnxError, Result};

@@ -8,6 +8,7 @@ use crate::registry::OpRegistry;
 mod math;
 mod misc;
 mod nn;
+mod sequence;
 mod shape;
 
 /// Registers every built-in operator.
@@ -16,4 +17,5 @@ pub fn register_all(r: &mut OpRegistry) {
     shape::register(r);
     nn::register(r);
     misc::register(r);
+    sequence::register(r);
 }

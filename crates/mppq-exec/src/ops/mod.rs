@@ -5,6 +5,7 @@
 
 use crate::registry::OpRegistry;
 
+mod extra;
 mod math;
 mod misc;
 mod nn;
@@ -16,4 +17,5 @@ pub fn register_all(r: &mut OpRegistry) {
     shape::register(r);
     nn::register(r);
     misc::register(r);
+    extra::register(r);
 }

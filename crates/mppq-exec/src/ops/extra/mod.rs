@@ -1,0 +1,11 @@
+//! Loss functions, cumulative product, Unique, integer and quantized linear algebra, signal
+//! processing (DFT, STFT, windows, mel filters) and other less common operators.
+
+use crate::registry::OpRegistry;
+
+mod loss;
+mod util;
+
+pub fn register(r: &mut OpRegistry) {
+    loss::register(r);
+}

@@ -3,9 +3,11 @@
 
 use crate::registry::OpRegistry;
 
+mod cumprod;
 mod loss;
 mod util;
 
 pub fn register(r: &mut OpRegistry) {
+    cumprod::register(r);
     loss::register(r);
 }

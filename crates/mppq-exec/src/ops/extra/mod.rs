@@ -6,8 +6,10 @@ use crate::registry::OpRegistry;
 mod cumprod;
 mod loss;
 mod util;
+mod window;
 
 pub fn register(r: &mut OpRegistry) {
     cumprod::register(r);
     loss::register(r);
+    window::register(r);
 }

@@ -5,11 +5,13 @@ use crate::registry::OpRegistry;
 
 mod cumprod;
 mod loss;
+mod quant;
 mod util;
 mod window;
 
 pub fn register(r: &mut OpRegistry) {
     cumprod::register(r);
     loss::register(r);
+    quant::register(r);
     window::register(r);
 }

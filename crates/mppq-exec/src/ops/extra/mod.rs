@@ -4,6 +4,7 @@
 use crate::registry::OpRegistry;
 
 mod cumprod;
+mod dft;
 mod loss;
 mod quant;
 mod util;
@@ -11,6 +12,7 @@ mod window;
 
 pub fn register(r: &mut OpRegistry) {
     cumprod::register(r);
+    dft::register(r);
     loss::register(r);
     quant::register(r);
     window::register(r);

@@ -7,6 +7,7 @@ mod cumprod;
 mod dft;
 mod loss;
 mod quant;
+mod stft;
 mod util;
 mod window;
 
@@ -15,5 +16,6 @@ pub fn register(r: &mut OpRegistry) {
     dft::register(r);
     loss::register(r);
     quant::register(r);
+    stft::register(r);
     window::register(r);
 }

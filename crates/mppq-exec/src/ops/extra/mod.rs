@@ -8,6 +8,7 @@ mod dft;
 mod loss;
 mod quant;
 mod stft;
+mod unique;
 mod util;
 mod window;
 
@@ -17,5 +18,6 @@ pub fn register(r: &mut OpRegistry) {
     loss::register(r);
     quant::register(r);
     stft::register(r);
+    unique::register(r);
     window::register(r);
 }

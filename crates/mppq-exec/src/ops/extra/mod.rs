@@ -3,6 +3,7 @@
 
 use crate::registry::OpRegistry;
 
+mod center_crop_pad;
 mod cumprod;
 mod dft;
 mod loss;
@@ -13,6 +14,7 @@ mod util;
 mod window;
 
 pub fn register(r: &mut OpRegistry) {
+    center_crop_pad::register(r);
     cumprod::register(r);
     dft::register(r);
     loss::register(r);

@@ -30,3 +30,16 @@ pub fn require_float(ctx: &KernelContext<'_>, t: &Tensor, what: &str) -> Result<
 pub fn one(t: Tensor) -> Result<Vec<Option<crate::value::Value>>> {
     Ok(vec![Some(t.into())])
 }
+
+/// A zero tensor of `shape` with the type of `like`.
+pub fn zeros(shape: &[usize], like: &Tensor, ctx: &KernelContext<'_>) -> Tensor {
+    use burn::backend::ops::{BoolTensorOps, IntTensorOps};
+    let dev = ctx.device.dispatch();
+    let s = Shape::from(shape.to_vec());
+    let dt = like.burn_dtype();
+    Tensor::from_dispatch(match like.kind() {
+        crate::tensor::Kind::Float => Dispatch::float_zeros(s, dev, dt.into()),
+        crate::tensor::Kind::Int => Dispatch::int_zeros(s, dev, dt.into()),
+        crate::tensor::Kind::Bool => Dispatch::bool_zeros(s, dev, burn::tensor::BoolDType::Native),
+    })
+}

@@ -5,6 +5,7 @@ use crate::registry::OpRegistry;
 
 mod center_crop_pad;
 mod cumprod;
+mod det;
 mod dft;
 mod loss;
 mod quant;
@@ -16,6 +17,7 @@ mod window;
 pub fn register(r: &mut OpRegistry) {
     center_crop_pad::register(r);
     cumprod::register(r);
+    det::register(r);
     dft::register(r);
     loss::register(r);
     quant::register(r);

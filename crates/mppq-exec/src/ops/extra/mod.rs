@@ -8,6 +8,7 @@ mod cumprod;
 mod det;
 mod dft;
 mod loss;
+mod mel;
 mod quant;
 mod stft;
 mod unique;
@@ -20,6 +21,7 @@ pub fn register(r: &mut OpRegistry) {
     det::register(r);
     dft::register(r);
     loss::register(r);
+    mel::register(r);
     quant::register(r);
     stft::register(r);
     unique::register(r);

@@ -27,3 +27,6 @@ pub fn register(r: &mut OpRegistry) {
     unique::register(r);
     window::register(r);
 }
+
+#[cfg(test)]
+mod tests;

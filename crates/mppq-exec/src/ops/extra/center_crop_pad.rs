@@ -1,7 +1,7 @@
 //! CenterCropPad: per listed axis, crops the centre (start `(dim - size) / 2`) or zero-pads
 //! around the input (before `(size - dim) / 2`, the rest after).
 
-use super::util::{axis, one, zeros};
+use super::util::{axis, check_size, one, zeros};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Tensor;
@@ -38,6 +38,11 @@ impl Kernel for CenterCropPad {
                 return Err(ctx.err(format!("axis {a} is repeated")));
             }
         }
+        let mut out_shape = x.shape();
+        for (&a, &size) in axes.iter().zip(&sizes) {
+            out_shape[a] = usize::try_from(size).map_err(|_| ctx.err(format!("invalid size {size}")))?;
+        }
+        check_size(ctx, &out_shape)?;
         for (&a, &size) in axes.iter().zip(&sizes) {
             if size < 0 {
                 return Err(ctx.err(format!("negative size {size}")));

@@ -4,7 +4,7 @@
 //! `onesided` keeps the first N/2+1 bins (forward) or reads them as a Hermitian half spectrum
 //! and returns the real signal (inverse). Computed in float64. Real input has a last dim of 1, complex of 2.
 
-use super::util::{axis, float_from_f64, one, require_float};
+use super::util::{axis, check_size, float_from_f64, one, require_float};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Tensor;
@@ -82,6 +82,8 @@ pub fn transform(ctx: &KernelContext<'_>, x: Tensor, sig_axis: usize, n_fft: usi
             t
         })
     };
+    // The transform matrices are in_len x m.
+    check_size(ctx, &[in_len, m, 4])?;
     let re = prep(part(&x, 0))?;
     let im = if c == 2 { Some(prep(part(&x, 1))?) } else { None };
     let mut cosv = Vec::with_capacity(in_len * m);
@@ -99,6 +101,12 @@ pub fn transform(ctx: &KernelContext<'_>, x: Tensor, sig_axis: usize, n_fft: usi
     let cm = float_from_f64(&[in_len, m], cosv, f64t, ctx).into_dispatch();
     let sm = float_from_f64(&[in_len, m], sinv, f64t, ctx).into_dispatch();
     let ps = re.shape();
+    let mut out_shape = ps.clone();
+    out_shape.push(2);
+    if let Some(last) = out_shape.len().checked_sub(2) {
+        out_shape[last] = m;
+    }
+    check_size(ctx, &out_shape)?;
     let rows: usize = ps[..ps.len() - 1].iter().product();
     let flat = |t: Tensor| Dispatch::float_reshape(t.into_dispatch(), Shape::from(vec![rows, in_len]));
     let mm = |a, b| Dispatch::float_matmul(a, b);

@@ -47,6 +47,7 @@ impl Kernel for Mel {
             return Err(ctx.err("num_mel_bins, dft_length and sample_rate must be positive"));
         }
         let (nb, spec) = (bins as usize, dft_length as usize / 2 + 1);
+        super::util::check_size(ctx, &[nb, spec])?;
         // Mel-scale edges in float32, as the reference computes them from float32 inputs.
         let mel = |f: f64| (2595.0f32 * (1.0f32 + f as f32 / 700.0f32).log10()) as f64;
         let (lo, hi) = (mel(lower), mel(upper));

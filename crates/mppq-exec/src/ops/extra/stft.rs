@@ -52,6 +52,7 @@ impl Kernel for Stft {
         }
         let (step, fl) = (step as usize, fl as usize);
         let frames = (xs[1] - fl) / step + 1;
+        super::util::check_size(ctx, &[xs[0], frames, fl, xs[2]])?;
         let idx: Vec<i64> = (0..frames).flat_map(|f| (0..fl).map(move |j| (f * step + j) as i64)).collect();
         let idx = Tensor::from_i64(&[frames * fl], idx, ctx.device);
         let mut framed = x.clone().select(1, &idx).reshape(&[xs[0], frames, fl, xs[2]]);

@@ -48,7 +48,8 @@ impl Kernel for Window {
         if size < 0 {
             return Err(ctx.err(format!("size {size} is negative")));
         }
-        let n = size as usize;
+        let n = usize::try_from(size).map_err(|_| ctx.err("size is too large"))?;
+        super::util::check_size(ctx, &[n])?;
         let denom = if self.periodic { size as f64 } else { (size - 1) as f64 };
         let values: Vec<f64> = (0..n)
             .map(|i| {

@@ -18,6 +18,13 @@ use crate::proto::workspace_root;
 const RTOL: f64 = 1e-3;
 const ATOL: f64 = 1e-7;
 
+/// Documented per-case tolerance exceptions: (case name prefix, atol, why).
+const ATOL_EXCEPTIONS: [(&str, f64, &str); 1] = [(
+    "test_dft_inverse",
+    1e-5,
+    "the stored output was made by a float32 FFT: entries whose exact value is 0 carry ~2e-7 of rounding noise",
+)];
+
 #[derive(Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
@@ -168,7 +175,8 @@ fn run_case(case: &Case, registry: &OpRegistry, device: &Device) -> (Outcome, St
                 Ok(d) => d,
                 Err(e) => return (Outcome::Unsupported, format!("output {i}: {e}")),
             };
-            if let Err(why) = compare_value(value, &expected) {
+            let atol = ATOL_EXCEPTIONS.iter().find(|(prefix, _, _)| case.name.starts_with(prefix)).map_or(ATOL, |(_, a, _)| *a);
+            if let Err(why) = compare_value(value, &expected, atol) {
                 return (Outcome::Failed, format!("output `{name}`: {why}"));
             }
         }
@@ -202,21 +210,21 @@ fn to_value(data: &DataValue, device: &Device) -> Result<Value, ExecError> {
 }
 
 /// Compares an executor value with an expected test value (same structure; tensors by [`compare`]).
-fn compare_value(actual: &Value, expected: &DataValue) -> Result<(), String> {
+fn compare_value(actual: &Value, expected: &DataValue, atol: f64) -> Result<(), String> {
     match (actual, expected) {
-        (Value::Tensor(a), DataValue::Tensor(e)) => compare(a, e),
+        (Value::Tensor(a), DataValue::Tensor(e)) => compare(a, e, atol),
         (Value::Sequence(a), DataValue::Sequence(e)) => {
             if a.len() != e.len() {
                 return Err(format!("sequence of {} tensors but expected {}", a.len(), e.len()));
             }
             for (k, (a, e)) in a.iter().zip(e).enumerate() {
                 let DataValue::Tensor(e) = e else { return Err(format!("sequence element {k}: expected a non-tensor")) };
-                compare(a, e).map_err(|why| format!("sequence element {k}: {why}"))?;
+                compare(a, e, atol).map_err(|why| format!("sequence element {k}: {why}"))?;
             }
             Ok(())
         }
         (Value::Optional(None), DataValue::Optional(None)) => Ok(()),
-        (Value::Optional(Some(a)), DataValue::Optional(Some(e))) => compare_value(a, e),
+        (Value::Optional(Some(a)), DataValue::Optional(Some(e))) => compare_value(a, e, atol),
         (Value::Optional(a), DataValue::Optional(e)) => {
             Err(format!("optional {} but expected {}", if a.is_some() { "has a value" } else { "is empty" }, if e.is_some() { "a value" } else { "none" }))
         }
@@ -240,7 +248,7 @@ fn data_kind(v: &DataValue) -> &'static str {
     }
 }
 
-fn compare(actual: &Tensor, expected: &mppq_ir::TensorData) -> Result<(), String> {
+fn compare(actual: &Tensor, expected: &mppq_ir::TensorData, atol: f64) -> Result<(), String> {
     if actual.dtype() != expected.dtype() {
         return Err(format!("dtype {} but expected {}", actual.dtype(), expected.dtype()));
     }
@@ -262,7 +270,7 @@ fn compare(actual: &Tensor, expected: &mppq_ir::TensorData) -> Result<(), String
         let ok = if exact {
             g == w
         } else {
-            (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= ATOL + rtol * w.abs()
+            (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs()
         };
         if !ok {
             return Err(format!("element {i}: got {g}, expected {w}"));

@@ -189,6 +189,7 @@ mod tests {
     fn every_builtin_operator_is_registered_once() {
         let r = super::OpRegistry::builtin();
         assert!(r.overrides().is_empty(), "operators registered twice: {:?}", r.overrides());
+        println!("{} built-in operator types", r.op_types().len());
         assert!(r.op_types().len() >= 150, "{} operator types", r.op_types().len());
     }
 }

@@ -20,6 +20,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show which precision every operation would run in, and which rule decided it.
+    Dispatch {
+        model: PathBuf,
+        /// allin, conservative, aggressive, pointwise, perseus (or a registered one).
+        #[arg(long, default_value = "conservative")]
+        dispatcher: String,
+        /// Operation types or name globs (e.g. `Softmax`, `blocks.0.*`) forced to FP32.
+        #[arg(long)]
+        ignore: Vec<String>,
+    },
     /// Run a model on inputs from an .npz (keys = input names) or .npy file; write each output
     /// as OUT_DIR/<output name>.npy.
     Run {
@@ -56,6 +66,20 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{}\n", model.display());
                 print!("{info}");
             }
+        }
+        Command::Dispatch { model, dispatcher, ignore } => {
+            use mppq_quant::quantizer::Quantizer;
+            let loaded = mppq_onnx::load_model(&model)?;
+            let quantizer = mppq_quant::quantizer::OnnxRuntimeQuantizer::default();
+            let mut scope = mppq_dispatch::IgnoredScope::default();
+            for item in ignore {
+                // A name glob if it has glob characters or dots, else an operator type.
+                scope = if item.contains(['*', '?', '.']) { scope.with_name(item) } else { scope.with_type(item) };
+            }
+            let ctx = mppq_dispatch::DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types())
+                .with_ignored(scope);
+            let decisions = mppq_dispatch::dispatcher_by_name(&dispatcher)?.dispatch(&loaded.graph, &ctx)?;
+            print!("{decisions}");
         }
         Command::Run { model, input, output, device } => {
             let device = mppq_exec::Device::by_name(&device)

@@ -90,20 +90,15 @@ impl Graph {
         let id = OpId(self.next_op);
         self.next_op += 1;
         for v in inputs.iter().flatten() {
-            self.var_mut(*v).consumers.push(id);
+            self.variable_mut(*v)?.consumers.push(id);
         }
         for v in outputs.iter().flatten() {
-            self.var_mut(*v).producer = Some(id);
+            self.variable_mut(*v)?.producer = Some(id);
         }
         op.inputs = inputs.to_vec();
         op.outputs = outputs.to_vec();
         self.operations.insert(id, op);
         Ok(id)
-    }
-
-    // Only for ids already checked to exist.
-    fn var_mut(&mut self, id: VarId) -> &mut Variable {
-        self.variables.get_mut(&id).expect("variable id checked by caller")
     }
 
     /// Points input `index` of `op` at `var` (or omits it with `None`).
@@ -117,13 +112,13 @@ impl Graph {
             message: format!("has no input {index}"),
         })?;
         if let Some(old) = old {
-            let consumers = &mut self.var_mut(old).consumers;
+            let consumers = &mut self.variable_mut(old)?.consumers;
             if let Some(pos) = consumers.iter().position(|c| *c == op) {
                 consumers.remove(pos);
             }
         }
         if let Some(v) = var {
-            self.var_mut(v).consumers.push(op);
+            self.variable_mut(v)?.consumers.push(op);
         }
         self.operation_mut(op)?.inputs[index] = var;
         Ok(())
@@ -213,7 +208,7 @@ impl Graph {
                 }
             }
         }
-        self.var_mut(new).consumers.extend(consumers);
+        self.variable_mut(new)?.consumers.extend(consumers);
         for out in self.outputs.iter_mut() {
             if *out == old {
                 *out = new;
@@ -282,15 +277,15 @@ impl Graph {
     ) -> Result<(OpId, VarId)> {
         let base = format!("{}_{}_in", self.variable(var)?.name, op.op_type);
         let new_var = self.add_variable(Variable::new(self.fresh_var_name(&base)))?;
-        let v = self.var_mut(var);
+        let v = self.variable_mut(var)?;
         let producer = v.producer.take();
         let value = v.value.take();
         let ty = v.ty.clone();
-        let nv = self.var_mut(new_var);
+        let nv = self.variable_mut(new_var)?;
         nv.value = value;
         nv.ty = ty;
         if let Some(p) = producer {
-            self.var_mut(new_var).producer = Some(p);
+            self.variable_mut(new_var)?.producer = Some(p);
             if let Some(pop) = self.operations.get_mut(&p) {
                 for slot in pop.outputs.iter_mut() {
                     if *slot == Some(var) {

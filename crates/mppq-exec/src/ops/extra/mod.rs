@@ -1,10 +1,9 @@
-//! Loss functions, cumulative product, Unique, integer and quantized linear algebra, signal
-//! processing (DFT, STFT, windows, mel filters) and other less common operators.
+//! Unique, CenterCropPad, Det and signal processing (DFT, STFT, windows, mel filters): less
+//! common operators.
 
 use crate::registry::OpRegistry;
 
 mod center_crop_pad;
-mod cumprod;
 mod det;
 mod dft;
 mod mel;
@@ -15,7 +14,6 @@ mod window;
 
 pub fn register(r: &mut OpRegistry) {
     center_crop_pad::register(r);
-    cumprod::register(r);
     det::register(r);
     dft::register(r);
     mel::register(r);

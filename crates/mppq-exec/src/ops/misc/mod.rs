@@ -3,7 +3,7 @@
 use crate::registry::OpRegistry;
 
 mod argmax;
-mod cumsum;
+mod cumulative;
 mod dynamic_quantize;
 mod if_op;
 mod loop_op;
@@ -19,7 +19,7 @@ pub fn register(r: &mut OpRegistry) {
     reduce::register(r);
     argmax::register(r);
     topk::register(r);
-    cumsum::register(r);
+    cumulative::register(r);
     quantize::register(r);
     dynamic_quantize::register(r);
     if_op::register(r);

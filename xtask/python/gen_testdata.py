@@ -13,7 +13,8 @@ Default invocation writes the committed models into testdata/:
                          (Shape -> Gather -> Unsqueeze/Mul -> Concat -> Reshape)
 
 and for each model <name>_calib/batch_000.npz .. batch_007.npz (calibration
-inputs, keys = graph input names) plus <name>_calib/expected_batch_000.npz
+inputs, keys = graph input names; the directory holds nothing else, so it can be
+passed to `mppq quantize --calib`) plus <name>_expected/batch_000.npz
 (onnxruntime outputs on batch_000, keys = graph output names).
 
 `--resnet18 OUT.onnx` writes only a ResNet-18 topology model (~45 MB, not
@@ -537,7 +538,9 @@ def main() -> int:
         calib_dir = os.path.join(args.out, name + "_calib")
         write_calib(calib_fn, calib_dir)
         if not args.no_verify:
-            verify(path, calib_fn(0), os.path.join(calib_dir, "expected_batch_000.npz"))
+            expected_dir = os.path.join(args.out, name + "_expected")
+            os.makedirs(expected_dir, exist_ok=True)
+            verify(path, calib_fn(0), os.path.join(expected_dir, "batch_000.npz"))
     return 0
 
 

@@ -11,6 +11,17 @@ pub enum ApiError {
     Ir(#[from] mppq_ir::IrError),
     #[error("`{file}`: {message}")]
     Data { file: String, message: String },
+    #[error(transparent)]
+    Export(#[from] mppq_onnx::export::ExportError),
+    #[error(transparent)]
+    Dispatch(#[from] mppq_dispatch::DispatchError),
+    #[error(transparent)]
+    Quant(#[from] mppq_quant::QuantError),
+    #[error(transparent)]
+    Pass(#[from] mppq_passes::PassError),
+    /// A setting, option or platform choice that cannot be honoured.
+    #[error("setting: {0}")]
+    Setting(String),
     #[error("`{path}`: {source}")]
     Io { path: String, source: std::io::Error },
 }

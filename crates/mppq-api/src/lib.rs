@@ -1,14 +1,36 @@
 //! The front door of mppq: the Rust API and the `mppq` command-line program.
 //!
 //! It owns what a user touches directly: model inspection ([`info`]), running a model on NumPy
-//! data ([`run`], [`npy`]) and, as the lower crates
-//! grow, the one-call quantization API, platform registration and reports. The CLI in
+//! data ([`run`], [`npy`]), calibration data ([`calib`]), platforms ([`platform`]: register your
+//! own dispatcher/quantizer/operators/exporter bundle), the quantization run ([`quantize`]: the
+//! seeds' `load_quantizer` → `quantize` → `export`, and the one-call [`quantize_onnx_model`]),
+//! its setting file ([`setting`]), export ([`export`]) and error analysis ([`analyse`]). The CLI in
 //! `src/bin/mppq.rs` is a thin layer over these functions.
+//!
+//! The lower crates are re-exported, so a user crate can depend on `mppq-api` alone.
 
+pub mod analyse;
+pub mod calib;
 pub mod error;
+pub mod export;
 pub mod info;
 pub mod npy;
+pub mod platform;
+mod platforms;
+pub mod quantize;
 pub mod run;
+pub mod setting;
 
+pub use calib::CalibrationSet;
 pub use error::{ApiError, Result};
 pub use info::ModelInfo;
+pub use platform::{Platform, QuantizerOptions, platform_by_name, register_operation, register_platform};
+pub use quantize::{ModelQuantizer, QuantizedModel, load_quantizer, quantize_onnx_model};
+pub use setting::QuantizeSetting;
+
+pub use mppq_dispatch as dispatch;
+pub use mppq_exec as exec;
+pub use mppq_ir as ir;
+pub use mppq_onnx as onnx;
+pub use mppq_passes as passes;
+pub use mppq_quant as quant;

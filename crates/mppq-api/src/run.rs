@@ -54,8 +54,34 @@ fn check_declared(model: &Model, path: &Path, name: &str, data: &TensorData) -> 
     Ok(())
 }
 
+/// The feed files `path` names: itself, or every `.npy`/`.npz` of a directory in name order.
+pub fn input_files(path: &Path) -> Result<Vec<std::path::PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let io = |source| ApiError::Io { path: path.display().to_string(), source };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(io)? {
+        let p = entry.map_err(io)?.path();
+        if p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("npy" | "npz")) {
+            files.push(p);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(ApiError::data(path, "no .npy or .npz files in this directory"));
+    }
+    Ok(files)
+}
+
 /// Runs `model` once on `feeds` with the built-in operators; returns the graph outputs.
 pub fn run_model(model: &Model, feeds: Vec<(String, TensorData)>, device: &Device) -> Result<Vec<(String, TensorData)>> {
+    run_model_with(model, feeds, device, false)
+}
+
+/// Like [`run_model`]; with `simulate`, the quantization configs the model's operations carry are
+/// applied (fake-quant simulation).
+pub fn run_model_with(model: &Model, feeds: Vec<(String, TensorData)>, device: &Device, simulate: bool) -> Result<Vec<(String, TensorData)>> {
     let opsets = |d: &str| model.opset(d).unwrap_or(0);
     let exec = Executor::new(&model.graph, &OpRegistry::builtin(), device, &opsets)?;
     let values = feeds
@@ -66,7 +92,12 @@ pub fn run_model(model: &Model, feeds: Vec<(String, TensorData)>, device: &Devic
                 .map_err(|e| ApiError::Data { file: n.clone(), message: e.to_string() })
         })
         .collect::<Result<Vec<_>>>()?;
-    let outputs = exec.run(values, &mut [])?;
+    let outputs = if simulate {
+        let mut sim = mppq_exec::QuantSimulation::new(&model.graph, mppq_exec::BurnFakeQuant);
+        exec.run(values, &mut [&mut sim])?
+    } else {
+        exec.run(values, &mut [])?
+    };
     outputs
         .into_iter()
         .map(|(name, v)| match v {

@@ -1,5 +1,5 @@
 //! Every testdata model runs on our executor and matches ONNX Runtime's stored outputs
-//! (`testdata/<model>_calib/expected_batch_000.npz`, written by gen_testdata.py).
+//! (`testdata/<model>_expected/batch_000.npz`, written by gen_testdata.py).
 
 use mppq_api::{npy, run};
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ fn check(model_name: &str) {
     let calib = dir.join(format!("{model_name}_calib"));
     let feeds = run::read_feeds(&model, &calib.join("batch_000.npz")).unwrap();
     let outputs = run::run_model(&model, feeds, &mppq_exec::Device::cpu()).unwrap();
-    let expected = npy::read_npz(&calib.join("expected_batch_000.npz")).unwrap();
+    let expected = npy::read_npz(&dir.join(format!("{model_name}_expected/batch_000.npz"))).unwrap();
     assert_eq!(outputs.len(), expected.len());
     for (name, got) in &outputs {
         let (_, want) = expected.iter().find(|(n, _)| n == name).unwrap();

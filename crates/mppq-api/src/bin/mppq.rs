@@ -30,8 +30,9 @@ enum Command {
         #[arg(long)]
         ignore: Vec<String>,
     },
-    /// Run a model on inputs from an .npz (keys = input names) or .npy file; write each output
-    /// as OUT_DIR/<output name>.npy.
+    /// Run a model on inputs from an .npz (keys = input names) or .npy file, or on every such
+    /// file of a directory; write each output as OUT_DIR/<output name>.npy (OUT_DIR/<file>/... for a
+    /// directory). With --quant-config, run the quantization simulation of that config.
     Run {
         model: PathBuf,
         #[arg(long)]
@@ -41,7 +42,131 @@ enum Command {
         /// Compute device: cpu, or wgpu when built with the `wgpu` feature.
         #[arg(long, default_value = "cpu")]
         device: String,
+        /// A quant.json written by `mppq quantize`: simulate that quantization (no recalibration).
+        #[arg(long)]
+        quant_config: Option<PathBuf>,
     },
+    /// Quantize a model: writes OUT_DIR/model.qdq.onnx, OUT_DIR/quant.json and OUT_DIR/report.html,
+    /// and prints the graph-wise error summary.
+    Quantize {
+        model: PathBuf,
+        #[command(flatten)]
+        quant: QuantArgs,
+        #[arg(short, long, default_value = "mppq_out")]
+        output: PathBuf,
+        /// Print the effective setting (TOML) before quantizing.
+        #[arg(long)]
+        print_setting: bool,
+    },
+    /// Quantize in memory and report the error: graph-wise (each quantized computing op's
+    /// output and every graph output) and, with --layerwise, one op quantized at a time.
+    Analyse {
+        model: PathBuf,
+        #[command(flatten)]
+        quant: QuantArgs,
+        /// Analyse this quantization (a quant.json) instead of calibrating.
+        #[arg(long)]
+        quant_config: Option<PathBuf>,
+        /// Write report.json and report.html here.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// List the registered platforms.
+    Platforms,
+}
+
+/// Flags shared by `quantize` and `analyse`; each overrides the setting file.
+#[derive(clap::Args)]
+struct QuantArgs {
+    /// Calibration batches: a directory of .npy (single-input models) or .npz files (keys = input
+    /// names), one batch per file, sorted by name.
+    #[arg(long)]
+    calib: PathBuf,
+    /// A setting file (.toml or .json) with every knob; flags below override it.
+    #[arg(long)]
+    setting: Option<PathBuf>,
+    /// Target platform (see `mppq platforms`).
+    #[arg(long)]
+    platform: Option<String>,
+    /// Dispatcher: allin, conservative, aggressive, pointwise, perseus (default: the platform's).
+    #[arg(long)]
+    dispatcher: Option<String>,
+    /// Activation bits (platforms that allow a choice, e.g. lowbit).
+    #[arg(long)]
+    bits: Option<u32>,
+    /// Weight bits.
+    #[arg(long)]
+    weight_bits: Option<u32>,
+    #[arg(long, conflicts_with = "per_tensor")]
+    per_channel: bool,
+    #[arg(long)]
+    per_tensor: bool,
+    #[arg(long, conflicts_with = "asymmetric")]
+    symmetric: bool,
+    #[arg(long)]
+    asymmetric: bool,
+    /// Activation observer: minmax, percentile, kl, mse, isotone, floating, hist.
+    #[arg(long)]
+    observer: Option<String>,
+    /// Use at most N calibration batches.
+    #[arg(long)]
+    calib_steps: Option<usize>,
+    /// Operation types or name globs kept in FP32 (repeatable).
+    #[arg(long)]
+    ignore: Vec<String>,
+    /// Also run the layer-wise analysis (one op quantized at a time).
+    #[arg(long)]
+    layerwise: bool,
+    /// Compute device: cpu, or wgpu when built with the `wgpu` feature.
+    #[arg(long)]
+    device: Option<String>,
+    /// More output: the dispatch table and each pass's report.
+    #[arg(short, long, conflicts_with = "quiet")]
+    verbose: bool,
+    /// No progress bars and no summary table.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl QuantArgs {
+    /// The setting file (or the defaults) with the flags applied on top.
+    fn setting(&self) -> Result<mppq_api::QuantizeSetting> {
+        let mut s = match &self.setting {
+            Some(path) => mppq_api::QuantizeSetting::from_file(path)?,
+            None => mppq_api::QuantizeSetting::default(),
+        };
+        if let Some(p) = &self.platform {
+            s.platform = p.clone();
+        }
+        if self.dispatcher.is_some() {
+            s.dispatcher = self.dispatcher.clone();
+        }
+        let q = &mut s.quantizer;
+        q.bits = self.bits.or(q.bits);
+        q.weight_bits = self.weight_bits.or(q.weight_bits);
+        if self.per_channel || self.per_tensor {
+            q.per_channel = Some(self.per_channel);
+        }
+        if self.symmetric || self.asymmetric {
+            q.symmetric = Some(self.symmetric);
+        }
+        if self.observer.is_some() {
+            q.observer = self.observer.clone();
+        }
+        if self.calib_steps.is_some() {
+            s.pipeline.calibration.steps = self.calib_steps;
+        }
+        s.ignore.extend(self.ignore.iter().cloned());
+        s.analysis.layerwise |= self.layerwise;
+        if let Some(d) = &self.device {
+            s.device = d.clone();
+        }
+        Ok(s)
+    }
+
+    fn progress(&self) -> Box<dyn mppq_passes::ProgressSink> {
+        if self.quiet { Box::new(mppq_passes::NoProgress) } else { Box::new(mppq_passes::TerminalProgress::new()) }
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -81,19 +206,69 @@ fn run(cli: Cli) -> Result<()> {
             let decisions = mppq_dispatch::dispatcher_by_name(&dispatcher)?.dispatch(&loaded.graph, &ctx)?;
             print!("{decisions}");
         }
-        Command::Run { model, input, output, device } => {
+        Command::Run { model, input, output, device, quant_config } => {
             let device = mppq_exec::Device::by_name(&device)
                 .ok_or_else(|| anyhow::anyhow!("unknown device `{device}` (cpu, or wgpu when built with it)"))?;
-            let loaded = mppq_onnx::load_model(&model)?;
-            let feeds = mppq_api::run::read_feeds(&loaded, &input)?;
-            let outputs = mppq_api::run::run_model(&loaded, feeds, &device)?;
-            std::fs::create_dir_all(&output).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", output.display()))?;
-            for (name, data) in outputs {
-                let path = output.join(mppq_api::run::output_file_name(&name));
-                mppq_api::npy::write_npy(&path, &data)?;
-                println!("{name}: {} {:?} -> {}", data.dtype(), data.shape(), path.display());
+            let mut loaded = mppq_onnx::load_model(&model)?;
+            if let Some(path) = &quant_config {
+                mppq_api::export::apply_quant_config(&mut loaded, path)?;
+            }
+            let files = mppq_api::run::input_files(&input)?;
+            for file in &files {
+                let out_dir = if input.is_dir() { output.join(file.file_stem().unwrap_or_default()) } else { output.clone() };
+                let feeds = mppq_api::run::read_feeds(&loaded, file)?;
+                let outputs = mppq_api::run::run_model_with(&loaded, feeds, &device, quant_config.is_some())?;
+                std::fs::create_dir_all(&out_dir).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", out_dir.display()))?;
+                for (name, data) in outputs {
+                    let path = out_dir.join(mppq_api::run::output_file_name(&name));
+                    mppq_api::npy::write_npy(&path, &data)?;
+                    println!("{name}: {} {:?} -> {}", data.dtype(), data.shape(), path.display());
+                }
+            }
+        }
+        Command::Quantize { model, quant, output, print_setting } => {
+            let setting = quant.setting()?;
+            if print_setting {
+                println!("{}", setting.to_toml()?);
+            }
+            let mut progress = quant.progress();
+            let job = mppq_api::quantize::quantize_to_dir(&model, &quant.calib, setting, &output, progress.as_mut())?;
+            print_job(&job, quant.verbose, quant.quiet);
+        }
+        Command::Analyse { model, quant, quant_config, output } => {
+            let mut setting = quant.setting()?;
+            setting.analysis.graphwise = true;
+            let mut progress = quant.progress();
+            let job = mppq_api::quantize::analyse_model(&model, &quant.calib, setting, quant_config.as_deref(), output.as_deref(), progress.as_mut())?;
+            print_job(&job, quant.verbose, quant.quiet);
+        }
+        Command::Platforms => {
+            for name in mppq_api::platform::platform_names() {
+                let p = mppq_api::platform::platform_by_name(&name)?;
+                println!("{name:<12} {} (dispatcher: {})", p.description(), p.dispatcher());
             }
         }
     }
     Ok(())
+}
+
+/// What a quantize/analyse run prints: files written, then (unless quiet) the error summary.
+fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
+    if verbose {
+        if let Some(d) = &job.dispatch {
+            print!("{d}");
+        }
+        for r in &job.pass_reports {
+            println!("pass {r}");
+        }
+    }
+    if !quiet {
+        if let Some(report) = &job.analysis {
+            print!("{}", mppq_api::analyse::render_table(report, 100));
+        }
+    }
+    for (what, path) in &job.files {
+        println!("{what}: {}", path.display());
+    }
+    println!("{}", job.summary_line());
 }

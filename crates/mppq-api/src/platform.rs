@@ -1,0 +1,165 @@
+//! Platforms: who runs the quantized model. A platform bundles what quantizing *for* a target
+//! needs — the dispatcher it prefers, the quantizer that configures each operation, the operator
+//! implementations the simulation must use (a target may compute an op differently), the parser
+//! that reads a model and the exporter that writes the deployable one.
+//!
+//! Built-ins: `default` (ONNX Runtime QDQ), `trt-int8`, `lowbit`, `fp8-e4m3`, `fp8-e5m2`. Users add
+//! their own with [`register_platform`] and add or override operators for a platform with
+//! [`register_operation`] — from their own crate, through this public API only
+//! (`examples/custom-platform` does exactly that).
+
+use crate::error::{ApiError, Result};
+use mppq_exec::{KernelBuilder, OpRegistry};
+use mppq_ir::Model;
+use mppq_quant::quantizer::Quantizer;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock, RwLock};
+
+/// User choices a quantizer may honour. `None` = the platform's default. A platform that cannot
+/// honour a given choice returns an error naming it (never silently ignores it).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuantizerOptions {
+    /// Activation bits.
+    pub bits: Option<u32>,
+    /// Weight bits (defaults to `bits`).
+    pub weight_bits: Option<u32>,
+    /// Per-channel weights (true) or per-tensor (false).
+    pub per_channel: Option<bool>,
+    /// Symmetric (true) or asymmetric (false) activations.
+    pub symmetric: Option<bool>,
+    /// Activation observer: minmax, percentile, kl, mse, isotone, floating, hist.
+    pub observer: Option<String>,
+}
+
+impl QuantizerOptions {
+    /// Errors when an option the platform does not offer was set.
+    pub fn refuse(&self, platform: &str, fields: &[&str]) -> Result<()> {
+        for field in fields {
+            let set = match *field {
+                "bits" => self.bits.is_some(),
+                "weight_bits" => self.weight_bits.is_some(),
+                "per_channel" => self.per_channel.is_some(),
+                "symmetric" => self.symmetric.is_some(),
+                "observer" => self.observer.is_some(),
+                _ => false,
+            };
+            if set {
+                return Err(ApiError::Setting(format!(
+                    "platform `{platform}` has a fixed `{field}`; use the `lowbit` platform (or your own) to choose it"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A quantization target.
+pub trait Platform: Send + Sync {
+    /// Unique name, used by `--platform`.
+    fn name(&self) -> &str;
+    /// One line for listings.
+    fn description(&self) -> &str;
+    /// The dispatcher used unless the user picks another.
+    fn dispatcher(&self) -> &str {
+        "conservative"
+    }
+    /// The quantizer for these options.
+    fn quantizer(&self, options: &QuantizerOptions) -> Result<Box<dyn Quantizer>>;
+    /// Adds or overrides operator implementations on top of the built-in ones.
+    fn register_operators(&self, _registry: &mut OpRegistry) {}
+    /// Reads a model (ONNX by default).
+    fn parse(&self, path: &Path) -> Result<Model> {
+        Ok(mppq_onnx::load_model(path)?)
+    }
+    /// Writes the deployable model (QDQ ONNX by default).
+    fn export(&self, model: &Model, path: &Path) -> Result<()> {
+        crate::export::write_qdq(model, path, &Default::default())
+    }
+}
+
+type PlatformMap = RwLock<BTreeMap<String, Arc<dyn Platform>>>;
+type OperatorMap = RwLock<BTreeMap<String, Vec<(String, String, i64, KernelBuilder)>>>;
+
+fn platforms() -> &'static PlatformMap {
+    static PLATFORMS: OnceLock<PlatformMap> = OnceLock::new();
+    PLATFORMS.get_or_init(|| {
+        let map = crate::platforms::builtin().into_iter().map(|p| (p.name().to_string(), p)).collect();
+        RwLock::new(map)
+    })
+}
+
+fn operators() -> &'static OperatorMap {
+    static OPERATORS: OnceLock<OperatorMap> = OnceLock::new();
+    OPERATORS.get_or_init(Default::default)
+}
+
+/// Registers a platform; a name already taken is an error (built-ins cannot be replaced by accident).
+pub fn register_platform(platform: Arc<dyn Platform>) -> Result<()> {
+    let mut map = platforms().write().unwrap_or_else(|e| e.into_inner());
+    let name = platform.name().to_string();
+    if map.contains_key(&name) {
+        return Err(ApiError::Setting(format!("a platform named `{name}` is already registered")));
+    }
+    map.insert(name, platform);
+    Ok(())
+}
+
+/// The platform called `name`; the error lists the known ones.
+pub fn platform_by_name(name: &str) -> Result<Arc<dyn Platform>> {
+    let map = platforms().read().unwrap_or_else(|e| e.into_inner());
+    map.get(name).cloned().ok_or_else(|| {
+        ApiError::Setting(format!("unknown platform `{name}` (known: {})", map.keys().cloned().collect::<Vec<_>>().join(", ")))
+    })
+}
+
+/// Names of every registered platform, sorted.
+pub fn platform_names() -> Vec<String> {
+    platforms().read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+}
+
+/// Adds (or overrides) an operator implementation used whenever `platform` is simulated.
+pub fn register_operation(platform: &str, domain: &str, op_type: &str, since_opset: i64, builder: KernelBuilder) -> Result<()> {
+    platform_by_name(platform)?;
+    let mut map = operators().write().unwrap_or_else(|e| e.into_inner());
+    map.entry(platform.to_string()).or_default().push((domain.to_string(), op_type.to_string(), since_opset, builder));
+    Ok(())
+}
+
+/// The operator table for simulating `platform`: built-ins, then the platform's own operators,
+/// then those registered with [`register_operation`] (later registrations win).
+pub fn operator_registry(platform: &dyn Platform) -> OpRegistry {
+    let mut registry = OpRegistry::builtin();
+    platform.register_operators(&mut registry);
+    let map = operators().read().unwrap_or_else(|e| e.into_inner());
+    for (domain, op_type, since, builder) in map.get(platform.name()).into_iter().flatten() {
+        registry.register(domain, op_type, *since, builder.clone());
+    }
+    registry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_are_listed_and_unknown_names_list_them() {
+        let names = platform_names();
+        for n in ["default", "trt-int8", "lowbit", "fp8-e4m3", "fp8-e5m2"] {
+            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+        }
+        let err = platform_by_name("tensorrt").err().unwrap().to_string();
+        assert!(err.contains("unknown platform `tensorrt`") && err.contains("default"), "{err}");
+        let dup = register_platform(platform_by_name("default").unwrap()).unwrap_err().to_string();
+        assert!(dup.contains("already registered"), "{dup}");
+    }
+
+    #[test]
+    fn fixed_options_are_refused_not_ignored() {
+        let p = platform_by_name("trt-int8").unwrap();
+        let err = p.quantizer(&QuantizerOptions { symmetric: Some(false), ..Default::default() }).err().unwrap().to_string();
+        assert!(err.contains("symmetric") && err.contains("trt-int8"), "{err}");
+    }
+}

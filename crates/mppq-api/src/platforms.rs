@@ -1,0 +1,112 @@
+//! The built-in platforms. Each maps the user's [`QuantizerOptions`] onto its quantizer and
+//! refuses the options its target fixes (an option is never silently ignored).
+
+use crate::error::{ApiError, Result};
+use crate::platform::{Platform, QuantizerOptions};
+use mppq_quant::quantizer::{Fp8Format, Fp8Quantizer, LowBitQuantizer, OnnxRuntimeQuantizer, Quantizer, TensorRtQuantizer};
+use std::sync::Arc;
+
+/// Every built-in platform.
+pub(crate) fn builtin() -> Vec<Arc<dyn Platform>> {
+    vec![
+        Arc::new(OnnxRuntime),
+        Arc::new(TensorRt),
+        Arc::new(LowBit),
+        Arc::new(Fp8 { name: "fp8-e4m3", format: Fp8Format::E4M3 }),
+        Arc::new(Fp8 { name: "fp8-e5m2", format: Fp8Format::E5M2 }),
+    ]
+}
+
+/// `default`: ONNX Runtime's QDQ format on CPU.
+struct OnnxRuntime;
+
+impl Platform for OnnxRuntime {
+    fn name(&self) -> &str {
+        "default"
+    }
+    fn description(&self) -> &str {
+        "ONNX Runtime QDQ: uint8 asymmetric activations, int8 per-channel weights, int32 biases"
+    }
+    fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
+        o.refuse(self.name(), &["bits", "weight_bits", "per_channel", "symmetric"])?;
+        let mut q = OnnxRuntimeQuantizer::default();
+        if let Some(observer) = &o.observer {
+            q.observer = observer.clone();
+        }
+        Ok(Box::new(q))
+    }
+}
+
+/// `trt-int8`: TensorRT-style symmetric int8.
+struct TensorRt;
+
+impl Platform for TensorRt {
+    fn name(&self) -> &str {
+        "trt-int8"
+    }
+    fn description(&self) -> &str {
+        "TensorRT-style: int8 symmetric per-tensor activations, int8 symmetric per-channel weights"
+    }
+    fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
+        o.refuse(self.name(), &["bits", "weight_bits", "per_channel", "symmetric"])?;
+        let mut q = TensorRtQuantizer::default();
+        if let Some(observer) = &o.observer {
+            q.observer = observer.clone();
+        }
+        Ok(Box::new(q))
+    }
+}
+
+/// `lowbit`: every choice open (2–8 bits, symmetry, granularity).
+struct LowBit;
+
+impl Platform for LowBit {
+    fn name(&self) -> &str {
+        "lowbit"
+    }
+    fn description(&self) -> &str {
+        "low-bit linear: 2-8 bit weights and activations (default w4/a8), symmetric or not, per-channel or not"
+    }
+    fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
+        let mut q = LowBitQuantizer::default();
+        if let Some(bits) = o.bits {
+            q.activation_bits = bits;
+        }
+        if let Some(bits) = o.weight_bits.or(o.bits) {
+            q.weight_bits = bits;
+        }
+        if let Some(per_channel) = o.per_channel {
+            q.weight_per_channel = per_channel;
+        }
+        if let Some(symmetric) = o.symmetric {
+            q.activation_symmetric = symmetric;
+        }
+        if let Some(observer) = &o.observer {
+            q.observer = observer.clone();
+        }
+        q.validate().map_err(|e| ApiError::Setting(format!("platform `lowbit`: {e}")))?;
+        Ok(Box::new(q))
+    }
+}
+
+/// `fp8-e4m3` / `fp8-e5m2`: 8-bit floating point.
+struct Fp8 {
+    name: &'static str,
+    format: Fp8Format,
+}
+
+impl Platform for Fp8 {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        match self.format {
+            Fp8Format::E4M3 => "FP8 E4M3 (max 448): per-tensor activations, per-channel weights",
+            Fp8Format::E5M2 => "FP8 E5M2 (max 57344): per-tensor activations, per-channel weights",
+        }
+    }
+    fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
+        o.refuse(self.name, &["bits", "weight_bits", "per_channel", "symmetric", "observer"])?;
+        Ok(Box::new(Fp8Quantizer::new(self.format)))
+    }
+}

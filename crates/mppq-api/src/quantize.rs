@@ -1,0 +1,269 @@
+//! The quantization run, in the seeds' shape: [`load_quantizer`] (model + platform + setting) →
+//! [`ModelQuantizer::quantize`] (fusion, dispatch, configs, the pass pipeline with calibration)
+//! → [`ModelQuantizer::export`] (deployable model + quantization-parameter JSON). The one-call
+//! form is [`quantize_onnx_model`].
+
+use crate::calib::CalibrationSet;
+use crate::error::{ApiError, Result};
+use crate::platform::{Platform, operator_registry, platform_by_name};
+use crate::setting::QuantizeSetting;
+use mppq_dispatch::{Dispatch, DispatchContext, IgnoredScope, dispatcher_by_name};
+use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Value};
+use mppq_ir::Model;
+use mppq_passes::{PassContext, PassReport, Pipeline, ProgressSink};
+use mppq_quant::quantizer::{Quantizer, init_quantization};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A model being quantized for one platform.
+pub struct ModelQuantizer {
+    pub platform: Arc<dyn Platform>,
+    pub model: Model,
+    pub setting: QuantizeSetting,
+    quantizer: Box<dyn Quantizer>,
+    registry: OpRegistry,
+    device: Device,
+    /// The dispatch decided by [`Self::quantize`] (per op precision and the reason).
+    pub dispatch: Option<Dispatch>,
+    /// What each pass did.
+    pub reports: Vec<PassReport>,
+}
+
+/// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
+/// unknown platform, dispatcher or device, and on options the platform cannot honour.
+pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<ModelQuantizer> {
+    let platform = platform_by_name(&setting.platform)?;
+    let model = platform.parse(model_path)?;
+    ModelQuantizer::new(platform, model, setting)
+}
+
+/// Turns a list of op types / name globs into an ignored scope: an item with glob characters or
+/// dots is a name pattern, otherwise an operator type.
+pub fn ignored_scope(items: &[String]) -> IgnoredScope {
+    items.iter().fold(IgnoredScope::default(), |scope, item| {
+        if item.contains(['*', '?', '.', '/']) { scope.with_name(item.clone()) } else { scope.with_type(item.clone()) }
+    })
+}
+
+impl ModelQuantizer {
+    pub fn new(platform: Arc<dyn Platform>, model: Model, setting: QuantizeSetting) -> Result<Self> {
+        let quantizer = platform.quantizer(&setting.quantizer)?;
+        let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
+        dispatcher_by_name(&dispatcher)?;
+        let device = Device::by_name(&setting.device)
+            .ok_or_else(|| ApiError::Setting(format!("unknown device `{}` (cpu, or wgpu when built with it)", setting.device)))?;
+        let registry = operator_registry(platform.as_ref());
+        Ok(Self { platform, model, setting, quantizer, registry, device, dispatch: None, reports: Vec::new() })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn registry(&self) -> &OpRegistry {
+        &self.registry
+    }
+
+    pub fn quantizer(&self) -> &dyn Quantizer {
+        self.quantizer.as_ref()
+    }
+
+    /// An executor for the model as it is now (rebuild after the graph changed).
+    pub fn executor(&self) -> Result<Executor> {
+        let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
+        Ok(Executor::new(&self.model.graph, &self.registry, &self.device, &opsets)?)
+    }
+
+    /// Quantizes the model: graph fusion, dispatch, initial configs, then the pass pipeline
+    /// (calibration included) over `calib`.
+    pub fn quantize(&mut self, calib: &CalibrationSet, progress: &mut dyn ProgressSink) -> Result<()> {
+        let batches = calib.to_values(&self.device)?;
+        let graph = &mut self.model.graph;
+        // Fusions that change the graph come before dispatch, which decides per final operation.
+        if self.setting.pipeline.fold_batchnorm {
+            mppq_ir::morph::fold_batchnorm(graph)?;
+        }
+        let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
+        let ctx = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
+            .with_ignored(ignored_scope(&self.setting.ignore));
+        let dispatch = dispatcher_by_name(&dispatcher)?.dispatch(graph, &ctx)?;
+        dispatch.apply(graph)?;
+        self.dispatch = Some(dispatch);
+        init_quantization(graph, self.quantizer.as_ref())?;
+        let opsets: Vec<(String, i64)> = self.model.opsets.iter().map(|(d, v)| (d.clone(), *v)).collect();
+        let opset = move |d: &str| opsets.iter().find(|(n, _)| n == d).map_or(0, |(_, v)| *v);
+        let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, &batches, progress);
+        let passes = Pipeline::from_setting(&self.setting.pipeline);
+        self.reports = mppq_passes::run_pipeline(&mut ctx, passes)?;
+        Ok(())
+    }
+
+    /// Runs the quantized model (fake-quant simulation) on one batch.
+    pub fn simulate(&self, feeds: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
+        let exec = self.executor()?;
+        let mut sim = QuantSimulation::new(&self.model.graph, BurnFakeQuant);
+        Ok(exec.run(feeds, &mut [&mut sim])?)
+    }
+
+    /// Writes the deployable model (the platform's exporter) and, when given, the JSON of every
+    /// tensor's quantization parameters.
+    pub fn export(&self, model_path: &Path, config_path: Option<&Path>) -> Result<()> {
+        self.platform.export(&self.model, model_path)?;
+        if let Some(path) = config_path {
+            crate::export::write_quant_config(&self.model, path)?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`quantize_onnx_model`].
+pub struct QuantizedModel {
+    pub quantizer: ModelQuantizer,
+    pub calibration: CalibrationSet,
+}
+
+/// One call: load `model_path`, read the calibration batches in `calib_dir`, quantize with
+/// `setting`. Export with `result.quantizer.export(..)`.
+pub fn quantize_onnx_model(model_path: &Path, calib_dir: &Path, setting: QuantizeSetting) -> Result<QuantizedModel> {
+    let mut quantizer = load_quantizer(model_path, setting)?;
+    let calibration = CalibrationSet::from_path(&quantizer.model, calib_dir, quantizer.setting.pipeline.calibration.steps)?;
+    quantizer.quantize(&calibration, &mut mppq_passes::NoProgress)?;
+    Ok(QuantizedModel { quantizer, calibration })
+}
+
+/// What a `quantize`/`analyse` run did, for printing.
+pub struct JobSummary {
+    pub model: String,
+    pub platform: String,
+    /// Operations quantized, out of all operations.
+    pub quantized_ops: (usize, usize),
+    pub dispatch: Option<Dispatch>,
+    /// One line per pass.
+    pub pass_reports: Vec<String>,
+    pub analysis: Option<crate::analyse::AnalysisReport>,
+    /// (what, path) of every file written.
+    pub files: Vec<(&'static str, std::path::PathBuf)>,
+    pub seconds: f64,
+}
+
+impl JobSummary {
+    /// One line: what was quantized, for which platform, the graph outputs' SNR and the time.
+    pub fn summary_line(&self) -> String {
+        let snr = self
+            .analysis
+            .as_ref()
+            .map(|a| a.outputs().map(|t| format!("{} {:.2} dB", t.tensor, t.snr_db)).collect::<Vec<_>>().join(", "))
+            .filter(|s| !s.is_empty())
+            .map(|s| format!("; output SNR vs float: {s}"))
+            .unwrap_or_default();
+        format!(
+            "{}: {} of {} operations quantized for platform `{}`{snr}; {:.1} s",
+            self.model, self.quantized_ops.0, self.quantized_ops.1, self.platform, self.seconds
+        )
+    }
+}
+
+/// Bridges the analysis' `(stage, done, total)` callback to a progress sink.
+fn analysis_progress(progress: &mut dyn ProgressSink) -> impl FnMut(&str, usize, usize) + '_ {
+    let (mut current, mut reported) = (String::new(), 0usize);
+    move |stage, done, total| {
+        if stage != current {
+            if !current.is_empty() {
+                progress.finish();
+            }
+            current = stage.to_string();
+            reported = 0;
+            progress.begin(&format!("analysis: {stage}"), total as u64);
+        }
+        progress.advance(done.saturating_sub(reported) as u64);
+        reported = done;
+        if done == total {
+            progress.finish();
+            current.clear();
+        }
+    }
+}
+
+fn run_analysis(
+    q: &ModelQuantizer,
+    calib: &CalibrationSet,
+    progress: &mut dyn ProgressSink,
+) -> Result<crate::analyse::AnalysisReport> {
+    let exec = q.executor()?;
+    let limit = q.setting.analysis.batches.unwrap_or(calib.len()).clamp(1, calib.len().max(1));
+    let batches = calib.to_values(&q.device)?;
+    let name = q.model.graph.name.clone();
+    crate::analyse::analyse(&name, &q.model.graph, &exec, &batches[..limit.min(batches.len())], &q.setting.analysis, analysis_progress(progress))
+}
+
+fn summary(q: &ModelQuantizer, analysis: Option<crate::analyse::AnalysisReport>, files: Vec<(&'static str, std::path::PathBuf)>, started: std::time::Instant) -> JobSummary {
+    let graph = &q.model.graph;
+    let quantized = graph.operations().filter(|(_, op)| op.quant_config.is_some()).count();
+    JobSummary {
+        model: graph.name.clone(),
+        platform: q.platform.name().to_string(),
+        quantized_ops: (quantized, graph.operations().count()),
+        dispatch: q.dispatch.clone(),
+        pass_reports: q.reports.iter().map(|r| r.to_string()).collect(),
+        analysis,
+        files,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// `mppq quantize`: quantize `model_path` on the batches in `calib_dir`, then write
+/// `out_dir/model.qdq.onnx`, `out_dir/quant.json`, and the graph-wise analysis as
+/// `out_dir/report.html` and `out_dir/report.json`.
+pub fn quantize_to_dir(
+    model_path: &Path,
+    calib_dir: &Path,
+    setting: QuantizeSetting,
+    out_dir: &Path,
+    progress: &mut dyn ProgressSink,
+) -> Result<JobSummary> {
+    let started = std::time::Instant::now();
+    let mut q = load_quantizer(model_path, setting)?;
+    let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
+    q.quantize(&calib, progress)?;
+    std::fs::create_dir_all(out_dir).map_err(|source| ApiError::Io { path: out_dir.display().to_string(), source })?;
+    let (onnx, json) = (out_dir.join("model.qdq.onnx"), out_dir.join("quant.json"));
+    q.export(&onnx, Some(&json))?;
+    let mut files = vec![("quantized model", onnx), ("quantization parameters", json)];
+    let analysis = run_analysis(&q, &calib, progress)?;
+    let (html, report_json) = (out_dir.join("report.html"), out_dir.join("report.json"));
+    crate::analyse::write_html(&analysis, None, &html)?;
+    analysis.write_json(&report_json)?;
+    files.push(("report", html));
+    files.push(("report data", report_json));
+    Ok(summary(&q, Some(analysis), files, started))
+}
+
+/// `mppq analyse`: quantize in memory (or apply `quant_config`), then analyse; with `out_dir`,
+/// write `report.html` and `report.json` there.
+pub fn analyse_model(
+    model_path: &Path,
+    calib_dir: &Path,
+    setting: QuantizeSetting,
+    quant_config: Option<&Path>,
+    out_dir: Option<&Path>,
+    progress: &mut dyn ProgressSink,
+) -> Result<JobSummary> {
+    let started = std::time::Instant::now();
+    let mut q = load_quantizer(model_path, setting)?;
+    let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
+    match quant_config {
+        Some(path) => crate::export::apply_quant_config(&mut q.model, path)?,
+        None => q.quantize(&calib, progress)?,
+    }
+    let analysis = run_analysis(&q, &calib, progress)?;
+    let mut files = Vec::new();
+    if let Some(dir) = out_dir {
+        std::fs::create_dir_all(dir).map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?;
+        let (html, json) = (dir.join("report.html"), dir.join("report.json"));
+        crate::analyse::write_html(&analysis, None, &html)?;
+        analysis.write_json(&json)?;
+        files.push(("report", html));
+        files.push(("report data", json));
+    }
+    Ok(summary(&q, Some(analysis), files, started))
+}

@@ -1,0 +1,100 @@
+//! The quantization setting: every choice of a quantization run in one typed, serde-(de)serialised
+//! struct — platform, dispatcher, quantizer options, ignored scope, calibration, each pass's knobs,
+//! export options and analysis. Read from TOML or JSON (`--setting FILE`); an unknown key is an
+//! error that names it and the valid keys. Command-line flags override the file.
+
+use crate::error::{ApiError, Result};
+use crate::platform::QuantizerOptions;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Everything a quantization run needs besides the model and its calibration data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuantizeSetting {
+    /// Target platform (`mppq platforms` lists them).
+    pub platform: String,
+    /// Dispatcher; the platform's own when `None`.
+    pub dispatcher: Option<String>,
+    /// Choices handed to the platform's quantizer.
+    pub quantizer: QuantizerOptions,
+    /// Operation types or name globs kept in FP32.
+    pub ignore: Vec<String>,
+    /// Compute device: `cpu`, or `wgpu` when built with that feature.
+    pub device: String,
+    /// Pass pipeline knobs (fusion, calibration, alignment, baking, ...).
+    pub pipeline: mppq_passes::PipelineSetting,
+    /// QDQ export knobs.
+    pub export: mppq_onnx::export::qdq::QdqOptions,
+    /// Error analysis after quantization (graph-wise always; layer-wise on request).
+    pub analysis: crate::analyse::AnalyseSetting,
+}
+
+impl Default for QuantizeSetting {
+    fn default() -> Self {
+        Self {
+            platform: "default".into(),
+            dispatcher: None,
+            quantizer: QuantizerOptions::default(),
+            ignore: Vec::new(),
+            device: "cpu".into(),
+            pipeline: Default::default(),
+            export: Default::default(),
+            analysis: Default::default(),
+        }
+    }
+}
+
+impl QuantizeSetting {
+    /// Reads a setting file: `.toml` or `.json` by extension.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
+        let bad = |m: String| ApiError::Setting(format!("{}: {m}", path.display()));
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => toml::from_str(&text).map_err(|e| bad(e.to_string())),
+            Some("json") => serde_json::from_str(&text).map_err(|e| bad(e.to_string())),
+            _ => Err(bad("a setting file is .toml or .json".into())),
+        }
+    }
+
+    /// The setting as TOML (what `mppq quantize --print-setting` shows).
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string_pretty(self).map_err(|e| ApiError::Setting(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_and_json_round_trip() {
+        let mut s = QuantizeSetting::default();
+        s.platform = "lowbit".into();
+        s.quantizer.bits = Some(4);
+        s.ignore = vec!["Softmax".into()];
+        let dir = tempfile::tempdir().unwrap();
+        let toml_path = dir.path().join("s.toml");
+        std::fs::write(&toml_path, s.to_toml().unwrap()).unwrap();
+        assert_eq!(QuantizeSetting::from_file(&toml_path).unwrap(), s);
+        let json_path = dir.path().join("s.json");
+        std::fs::write(&json_path, serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(QuantizeSetting::from_file(&json_path).unwrap(), s);
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_the_valid_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, "platform = \"default\"\n[quantizer]\nbitz = 4\n").unwrap();
+        let err = QuantizeSetting::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("bitz") && err.contains("weight_bits"), "{err}");
+        std::fs::write(&path, "platfrom = \"default\"\n").unwrap();
+        let err = QuantizeSetting::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("platfrom") && err.contains("dispatcher"), "{err}");
+        // A partial file keeps the defaults for everything else.
+        std::fs::write(&path, "[analysis]\nlayerwise = true\n").unwrap();
+        let s = QuantizeSetting::from_file(&path).unwrap();
+        assert!(s.analysis.layerwise && s.platform == "default");
+    }
+}

@@ -5,6 +5,7 @@
 //! grow, the one-call quantization API, platform registration and reports. The CLI in
 //! `src/bin/mppq.rs` is a thin layer over these functions.
 
+pub mod analyse;
 pub mod error;
 pub mod info;
 pub mod npy;

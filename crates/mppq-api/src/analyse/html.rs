@@ -16,7 +16,7 @@ const HIST_BINS: usize = 60;
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1000px}\
 h1{font-size:22px}h2{font-size:18px;margin-top:28px}\
 table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right}\
-td:first-child,th:first-child,td.l{text-align:left}\
+td:first-child,th:first-child,td.l,th.l{text-align:left}\
 .summary td{border:none;padding:2px 12px 2px 0}\
 svg text{font-family:sans-serif;font-size:12px}\
 .note{color:#666;font-size:12px}";
@@ -118,11 +118,17 @@ fn histogram(out: &mut String, t: &TensorStat) {
     let base = 30.0 + plot_h;
     let _ = write!(
         out,
-        r##"<line x1="{left}" y1="{base}" x2="{x2}" y2="{base}" stroke="#888"/><text x="{left}" y="{ly}" fill="#444">{lo:.4}</text><text x="{x2}" y="{ly}" text-anchor="end" fill="#444">{hi:.4}</text><text x="{mx}" y="{ly}" text-anchor="middle" fill="#444">value</text>"##,
+        r##"<line x1="{left}" y1="{base}" x2="{x2}" y2="{base}" stroke="#888"/><text x="{left}" y="{ly}" fill="#444">{lo:.4}</text><text x="{x2}" y="{ly}" text-anchor="end" fill="#444">{hi:.4}</text><text x="{mx}" y="{vy}" text-anchor="middle" fill="#444">value</text>"##,
         x2 = left + plot_w,
         ly = base + 18.0,
         mx = left + plot_w / 2.0,
+        vy = base + 34.0,
     );
+    if lo < 0.0 && hi > 0.0 {
+        // Zero, where asymmetric ranges and clipping show.
+        let x = left + -lo / (hi - lo) * plot_w;
+        let _ = write!(out, r##"<line x1="{x:.1}" y1="30" x2="{x:.1}" y2="{y2}" stroke="#999" stroke-dasharray="3,3"/><text x="{x:.1}" y="{ly}" text-anchor="middle" fill="#444">0</text>"##, y2 = base + 4.0, ly = base + 18.0);
+    }
     let _ = write!(
         out,
         r##"<rect x="{left}" y="6" width="12" height="12" fill="#1f77b4" fill-opacity="0.5"/><text x="{t1}" y="16">float</text><rect x="{r2}" y="6" width="12" height="12" fill="#ff7f0e" fill-opacity="0.5"/><text x="{t2}" y="16">quantized</text><text x="{t3}" y="16" fill="#666">{n} sampled values each, peak bin {peak}</text></svg>"##,
@@ -218,11 +224,11 @@ pub fn render_html(report: &AnalysisReport, histogram_tensor: Option<&str>) -> R
     }
 
     // Graph-wise table in execution order.
-    out.push_str(r#"<h2>Graph-wise error per tensor (execution order)</h2><table><thead><tr><th>tensor</th><th>op</th><th>type</th><th>SNR dB</th><th>cosine</th><th>MSE</th><th>damage</th></tr></thead><tbody>"#);
+    out.push_str(r#"<h2>Graph-wise error per tensor (execution order)</h2><table><thead><tr><th>tensor</th><th class="l">op</th><th class="l">type</th><th>SNR dB</th><th>cosine</th><th>MSE</th><th class="l">damage</th></tr></thead><tbody>"#);
     for t in &report.graphwise {
         let _ = write!(
             out,
-            r#"<tr><td>{tensor}{mark}</td><td class="l">{op}</td><td class="l">{ty}</td><td>{snr}</td><td>{cos:.6}</td><td>{mse:.3e}</td><td class="l"><svg xmlns="http://www.w3.org/2000/svg" width="100" height="10"><rect width="{w:.0}" height="10" fill="{fill}"/></svg></td></tr>"#,
+            r##"<tr><td>{tensor}{mark}</td><td class="l">{op}</td><td class="l">{ty}</td><td>{snr}</td><td>{cos:.6}</td><td>{mse:.3e}</td><td class="l"><svg xmlns="http://www.w3.org/2000/svg" width="100" height="10"><rect width="100" height="10" fill="#eee"/><rect width="{w:.0}" height="10" fill="{fill}"/></svg></td></tr>"##,
             tensor = esc(&t.tensor),
             mark = if t.graph_output { " (output)" } else { "" },
             op = esc(&t.op),

@@ -37,26 +37,26 @@ struct Row<'a> {
 
 fn table(out: &mut String, title: &str, mut rows: Vec<Row<'_>>, width: usize) {
     rows.sort_by(|a, b| a.snr.total_cmp(&b.snr).then_with(|| a.name.cmp(b.name)));
-    // Fixed columns: rank 4, type 12, SNR 8, cosine 9, MSE 10, separators; the rest is split
-    // between the name and the bar.
-    let fixed = 4 + 1 + 12 + 1 + 8 + 1 + 9 + 1 + 10 + 1 + 2;
+    // Fixed columns: rank 4, type 17, SNR 8, cosine 9, MSE 10, six separators and the bar's two
+    // `|`; the rest is split between the name and the bar.
+    let fixed = 4 + 17 + 8 + 9 + 10 + 6 + 2;
     let free = width.saturating_sub(fixed).max(16);
     let bar = (free / 3).clamp(4, 30);
     let name_w = free - bar;
     let _ = writeln!(out, "{title}");
     let _ = writeln!(
         out,
-        "{:>4} {:<name_w$} {:<12} {:>8} {:>9} {:>10} {}",
+        "{:>4} {:<name_w$} {:<17} {:>8} {:>9} {:>10} {}",
         "#", "name", "op type", "SNR dB", "cosine", "MSE", "damage"
     );
     for (i, r) in rows.iter().enumerate() {
         let filled = (damage(r.snr) * bar as f64).round() as usize;
         let _ = writeln!(
             out,
-            "{:>4} {:<name_w$} {:<12} {:>8} {:>9.6} {:>10.3e} |{}{}|",
+            "{:>4} {:<name_w$} {:<17} {:>8} {:>9.6} {:>10.3e} |{}{}|",
             i + 1,
             fit(r.name, name_w),
-            fit(r.op_type, 12),
+            fit(r.op_type, 17),
             fmt_snr(r.snr),
             r.cosine,
             r.mse,

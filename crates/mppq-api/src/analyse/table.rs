@@ -46,8 +46,8 @@ fn table(out: &mut String, title: &str, mut rows: Vec<Row<'_>>, width: usize) {
     let _ = writeln!(out, "{title}");
     let _ = writeln!(
         out,
-        "{:>4} {:<name_w$} {:<17} {:>8} {:>9} {:>10} {}",
-        "#", "name", "op type", "SNR dB", "cosine", "MSE", "damage"
+        "{:>4} {:<name_w$} {:<17} {:>8} {:>9} {:>10} damage",
+        "#", "name", "op type", "SNR dB", "cosine", "MSE"
     );
     for (i, r) in rows.iter().enumerate() {
         let filled = (damage(r.snr) * bar as f64).round() as usize;

@@ -24,6 +24,9 @@ pub enum ApiError {
     Setting(String),
     #[error("`{path}`: {source}")]
     Io { path: String, source: std::io::Error },
+    /// Quantization error analysis could not measure a tensor (NaN/Inf, mismatched runs, …).
+    #[error("analysis of tensor `{tensor}`: {message}")]
+    Analysis { tensor: String, message: String },
 }
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;

@@ -88,6 +88,22 @@ mod tests {
     }
 
     #[test]
+    fn overlapped_configs_are_not_simulated() {
+        let mut h = Harness::new(conv_relu_conv());
+        h.calibration("x", &[1, 2, 4, 4], 2);
+        h.quantize(&OnnxRuntimeQuantizer::default());
+        h.pipeline(&crate::PipelineSetting::default());
+        let x = h.input("x", &[1, 2, 4, 4], 3.0);
+        // Inputs: x, both weights and biases (Relu's and conv2's inputs are overlapped).
+        // Outputs: Relu and conv2 (conv1's output is fused into the Relu).
+        assert_eq!(h.sim_applied(&x), (5, 2));
+        let conv1 = h.op("conv1");
+        let relu_out = h.config(output(h.op("relu"), 0)).clone();
+        let fused = h.config(output(conv1, 0));
+        assert_eq!((fused.scale.clone(), fused.offset.clone()), (relu_out.scale, relu_out.offset));
+    }
+
+    #[test]
     fn no_fusion_when_the_target_does_not_fuse_the_activation() {
         let mut h = Harness::new(conv_relu_conv());
         h.quantize(&OnnxRuntimeQuantizer::default());

@@ -89,6 +89,28 @@ impl Harness {
         out[0].1.as_tensor().unwrap().to_f32_vec()
     }
 
+    /// How many (inputs, outputs) the simulation fake-quantizes in one run.
+    pub fn sim_applied(&self, feeds: &Feeds) -> (usize, usize) {
+        let mut sim = QuantSimulation::new(&self.graph, BurnFakeQuant);
+        self.executor().run(feeds.clone(), &mut [&mut sim]).unwrap();
+        sim.applied
+    }
+
+    /// Runs the pipeline of `setting` (after [`Harness::quantize`]).
+    pub fn pipeline(&mut self, setting: &crate::PipelineSetting) -> Vec<PassReport> {
+        let mut passes = crate::Pipeline::from_setting(setting).unwrap();
+        let mut progress = NoProgress;
+        let mut ctx = PassContext {
+            graph: &mut self.graph,
+            registry: &self.registry,
+            device: &self.device,
+            opsets: &|_| 17,
+            batches: &self.batches,
+            progress: &mut progress,
+        };
+        crate::run_pipeline(&mut ctx, &mut passes).unwrap()
+    }
+
     pub fn config(&self, loc: ConfigLocation) -> &TensorQuantConfig {
         config_at(&self.graph, loc).unwrap()
     }

@@ -47,7 +47,7 @@ impl Pipeline {
             observer: calibration.observer.clone(),
         }));
         let a = &setting.alignment;
-        passes.push(Box::new(QuantAlignment { concat: a.concat, add: a.add, pooling: a.pooling }));
+        passes.push(Box::new(QuantAlignment { concat: a.concat, add: a.add, pooling: a.pooling, pooling_types: a.pooling_types.clone() }));
         passes.push(Box::new(PassiveParameterQuantize));
         if setting.baking {
             passes.push(Box::new(ParameterBaking));

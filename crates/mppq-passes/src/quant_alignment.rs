@@ -2,7 +2,7 @@
 //! Concat's inputs and output share one scale/offset (`align_to_output`: the output's;
 //! `union_range`: one covering every input's and the output's range); the configs that
 //! quantize the inputs (usually the producers' outputs) become dominated by the Concat output.
-//! AveragePool / GlobalAveragePool / MaxPool / Resize outputs are dominated by what quantizes
+//! AveragePool / GlobalAveragePool / MaxPool / Resize outputs (configurable) are dominated by what quantizes
 //! their input (a requantization-free pool). Add's activation inputs share the union of their
 //! ranges when asked. Dominance is always set root to root, so no cycle can form; a group
 //! whose configs quantize differently (bits, policy, per-channel) is left alone and counted.
@@ -32,13 +32,18 @@ pub struct QuantAlignment {
     pub concat: ConcatMode,
     /// Align Add's activation inputs to the union of their ranges.
     pub add: bool,
-    /// Pooling and Resize outputs share their input's parameters.
+    /// Outputs of the `pooling_types` ops share their input's parameters.
     pub pooling: bool,
+    pub pooling_types: Vec<String>,
 }
+
+/// Ops whose output shares the input's parameters by default.
+pub const POOLING_TYPES: [&str; 4] = ["AveragePool", "GlobalAveragePool", "MaxPool", "Resize"];
 
 impl Default for QuantAlignment {
     fn default() -> Self {
-        Self { concat: ConcatMode::AlignToOutput, add: false, pooling: true }
+        let pooling_types = POOLING_TYPES.iter().map(|t| t.to_string()).collect();
+        Self { concat: ConcatMode::AlignToOutput, add: false, pooling: true, pooling_types }
     }
 }
 
@@ -117,7 +122,7 @@ impl Pass for QuantAlignment {
                     let master = dominator_root(graph, output(id, 0)).in_pass(self.name())?;
                     Some((master, input_roots(graph, id, 0..inputs)?, self.concat == ConcatMode::UnionRange))
                 }
-                "AveragePool" | "GlobalAveragePool" | "MaxPool" | "Resize" if self.pooling => {
+                t if self.pooling && self.pooling_types.iter().any(|p| p == t) => {
                     match input_roots(graph, id, 0..1)?.first() {
                         Some(master) => Some((*master, vec![dominator_root(graph, output(id, 0)).in_pass(self.name())?], false)),
                         None => None,
@@ -204,7 +209,7 @@ mod tests {
         let ca = config_at_mut(&mut h.graph, output(a, 0)).unwrap();
         ca.scale = vec![0.1];
         ca.offset = vec![0.0];
-        h.run_pass(&mut QuantAlignment { concat: ConcatMode::UnionRange, add: false, pooling: false });
+        h.run_pass(&mut QuantAlignment { concat: ConcatMode::UnionRange, pooling: false, ..Default::default() });
         let (s, o) = params(&h, output(concat, 0));
         assert!((s - 0.1).abs() < 1e-7 && o == 0.0, "{s} {o}");
         assert_eq!(params(&h, output(a, 0)), (s, o));
@@ -215,7 +220,7 @@ mod tests {
         let mut h = calibrated();
         let b = h.op("b");
         let before = params(&h, output(b, 0));
-        let report = h.run_pass(&mut QuantAlignment { concat: ConcatMode::None, add: false, pooling: false });
+        let report = h.run_pass(&mut QuantAlignment { concat: ConcatMode::None, pooling: false, ..Default::default() });
         assert_eq!((report.changed, params(&h, output(b, 0))), (0, before));
     }
 }

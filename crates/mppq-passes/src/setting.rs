@@ -2,7 +2,7 @@
 //! errors that name the key and the valid ones; missing keys take their defaults.
 
 use crate::error::{PassError, Result};
-use crate::quant_alignment::ConcatMode;
+use crate::quant_alignment::{ConcatMode, QuantAlignment};
 use mppq_quant::ObserverOptions;
 use mppq_quant::calibrate::CalibrationSetting;
 use serde::{Deserialize, Serialize};
@@ -101,13 +101,17 @@ pub struct AlignmentSetting {
     pub concat: ConcatMode,
     /// Align Add's activation inputs (union of their ranges).
     pub add: bool,
-    /// AveragePool/GlobalAveragePool/MaxPool/Resize outputs share their input's parameters.
+    /// Outputs of `pooling_types` share their input's parameters.
     pub pooling: bool,
+    /// Default: AveragePool, GlobalAveragePool, MaxPool, Resize. (ONNX Runtime's QDQ tool
+    /// shares MaxPool/AveragePool/Resize but quantizes GlobalAveragePool's output on its own.)
+    pub pooling_types: Vec<String>,
 }
 
 impl Default for AlignmentSetting {
     fn default() -> Self {
-        Self { concat: ConcatMode::AlignToOutput, add: false, pooling: true }
+        let a = QuantAlignment::default();
+        Self { concat: a.concat, add: a.add, pooling: a.pooling, pooling_types: a.pooling_types }
     }
 }
 

@@ -207,7 +207,12 @@ fn resnet18_default_platform_snr() {
     };
     let batches = load_batches(&dir.join("calib"), &Device::cpu(), 8);
     let default = quantizer_by_name("default").unwrap();
-    let o = quantize(&dir.join("resnet18.onnx"), &batches, default.as_ref(), &PipelineSetting::default());
+    // An optional JSON pipeline setting to compare variants (`{"calibration": {"observer": "kl"}}`).
+    let setting = match std::env::var("MPPQ_RESNET18_SETTING") {
+        Ok(json) => PipelineSetting::from_json(&json).unwrap(),
+        Err(_) => PipelineSetting::default(),
+    };
+    let o = quantize(&dir.join("resnet18.onnx"), &batches, default.as_ref(), &setting);
     println!("resnet18 / default: simulation SNR {:.2} dB over {} batches", o.snr, batches.len());
     for r in &o.reports {
         println!("  {r}");

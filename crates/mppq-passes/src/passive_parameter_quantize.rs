@@ -50,6 +50,24 @@ mod tests {
     use mppq_quant::quantizer::OnnxRuntimeQuantizer;
 
     #[test]
+    fn clip_bounds_stay_float() {
+        let mut h = Harness::new(crate::test_graphs::add_branches_clip());
+        h.quantize(&OnnxRuntimeQuantizer::default());
+        let clip = h.op("clip");
+        // A quantizer that configured the bounds too: the pass puts them back in float.
+        let template = h.config(input(clip, 0)).clone();
+        let cfg = h.graph.operation_mut(clip).unwrap().quant_config.as_mut().unwrap();
+        cfg.input_configs[1] = Some(template.clone());
+        cfg.input_configs[2] = Some(template);
+        let report = h.run_pass(&mut PassiveParameterQuantize);
+        assert_eq!(report.changed, 2);
+        for slot in [1, 2] {
+            assert_eq!(h.config(input(clip, slot)).state, QuantizationState::Fp32);
+        }
+        assert_eq!(h.config(input(clip, 0)).state, QuantizationState::Initial);
+    }
+
+    #[test]
     fn bias_scale_is_effective_input_scale_times_weight_scale() {
         let mut h = Harness::new(conv_relu_conv());
         h.calibration("x", &[1, 2, 4, 4], 2);

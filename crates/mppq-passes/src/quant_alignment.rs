@@ -216,6 +216,27 @@ mod tests {
     }
 
     #[test]
+    fn add_inputs_share_the_union_of_their_ranges() {
+        let mut h = Harness::new(crate::test_graphs::add_branches_clip());
+        h.calibration("x", &[1, 2, 4, 4], 2);
+        h.quantize(&OnnxRuntimeQuantizer::default());
+        h.run_pass(&mut RedundantQuantSimplify);
+        h.run_pass(&mut RuntimeCalibration::default());
+        let (a, b) = (h.op("a"), h.op("b"));
+        let ranges = [output(a, 0), output(b, 0)].map(|l| range_of(h.config(l)).unwrap());
+        let report = h.run_pass(&mut QuantAlignment { add: true, ..Default::default() });
+        assert_eq!(report.changed, 1);
+        let shared = h.config(output(a, 0)).clone();
+        assert_eq!(h.config(output(b, 0)).dominated_by, Some(output(a, 0)));
+        assert_eq!(h.config(output(b, 0)).scale, shared.scale);
+        let (lo, hi) = range_of(&shared).unwrap();
+        let (want_lo, want_hi) = (ranges[0].0.min(ranges[1].0), ranges[0].1.max(ranges[1].1));
+        // Same range up to the rounding of the zero point (one step).
+        let step = f64::from(shared.scale[0]);
+        assert!((lo - want_lo).abs() <= step && (hi - want_hi).abs() <= step, "[{lo}, {hi}] vs [{want_lo}, {want_hi}]");
+    }
+
+    #[test]
     fn none_mode_leaves_concat_alone() {
         let mut h = calibrated();
         let b = h.op("b");

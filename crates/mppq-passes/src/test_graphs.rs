@@ -193,3 +193,18 @@ pub fn shared_input_concat_pool() -> Graph {
     g.add_graph_output(p).unwrap();
     g
 }
+
+/// x[1,2,4,4] read by Relu `a` and Sigmoid `b`; Add(a, b) → Clip(min, max) with constant bounds.
+pub fn add_branches_clip() -> Graph {
+    let (mut g, x) = graph_with_input("x");
+    let a = unary(&mut g, "Relu", "a", x);
+    let b = unary(&mut g, "Sigmoid", "b", x);
+    let sum = var(&mut g, "add.out");
+    g.add_operation(Operation::new("Add", "add"), &[Some(a), Some(b)], &[Some(sum)]).unwrap();
+    let lo = g.add_initializer("clip.min", TensorData::scalar(0.0f32)).unwrap();
+    let hi = g.add_initializer("clip.max", TensorData::scalar(2.0f32)).unwrap();
+    let y = var(&mut g, "clip.out");
+    g.add_operation(Operation::new("Clip", "clip"), &[Some(sum), Some(lo), Some(hi)], &[Some(y)]).unwrap();
+    g.add_graph_output(y).unwrap();
+    g
+}

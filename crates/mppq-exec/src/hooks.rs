@@ -39,8 +39,9 @@ impl FakeQuantizer for IdentityFakeQuant {
     }
 }
 
-/// Applies each operation's input and output quantization configs (those in an active state)
-/// in plain forward execution: inputs before the kernel, outputs after it.
+/// Applies each operation's input and output quantization configs (those in an active state:
+/// `Activated`, `Passive`; `Overlapped` and baked configs are skipped) in plain forward
+/// execution: inputs before the kernel, outputs after it.
 pub struct QuantSimulation<'a, F: FakeQuantizer> {
     pub graph: &'a Graph,
     pub quantizer: F,

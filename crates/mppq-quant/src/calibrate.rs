@@ -7,7 +7,7 @@ use crate::error::{QuantError, Result};
 use crate::observer::{Observer, ObserverOptions, create_observer};
 use mppq_exec::hooks::OpInfo;
 use mppq_exec::{ExecHook, Executor, Value};
-use mppq_ir::quant::{ConfigSide, QuantizationState, TensorQuantConfig};
+use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at_mut, sync_dominated};
 use mppq_ir::{Graph, OpId};
 use std::collections::HashMap;
 
@@ -22,12 +22,7 @@ pub struct CalibrationSetting {
 type Key = (OpId, ConfigSide, usize);
 
 fn config_mut(graph: &mut Graph, (op, side, index): Key) -> Option<&mut TensorQuantConfig> {
-    let cfg = graph.operation_mut(op).ok()?.quant_config.as_mut()?;
-    let slots = match side {
-        ConfigSide::Input => &mut cfg.input_configs,
-        ConfigSide::Output => &mut cfg.output_configs,
-    };
-    slots.get_mut(index)?.as_mut()
+    config_at_mut(graph, ConfigLocation { op, side, index })
 }
 
 /// Observes activations as the executor runs.
@@ -87,9 +82,55 @@ fn slots(graph: &Graph) -> Vec<(Key, String, Option<mppq_ir::TensorData>)> {
 }
 
 /// Calibrates every `Initial` config of `graph`: parameters from their values, activations by
-/// running `batches` through `exec` (prepared from the same graph). Returns how many configs
-/// were calibrated. An empty calibration set is an error.
+/// running `batches` through `exec` (prepared from the same graph), then copies shared
+/// parameters into dominated configs and derives biases. Returns how many configs were
+/// calibrated. An empty calibration set is an error when activations need it.
 pub fn calibrate(
+    graph: &mut Graph,
+    exec: &Executor,
+    batches: &[Vec<(String, Value)>],
+    setting: &CalibrationSetting,
+    progress: impl FnMut(&str, usize, usize),
+) -> Result<usize> {
+    let mut calibrated = quantize_parameters(graph, &setting.options)?;
+    calibrated += calibrate_activations(graph, exec, batches, setting, progress)?;
+    sync_dominated(graph)?;
+    calibrated += derive_biases(graph)?;
+    Ok(calibrated)
+}
+
+/// Whether a config is calibrated by its own observer: `Initial` and not sharing another
+/// config's parameters (those get them from [`sync_dominated`]).
+fn needs_calibration(config: &TensorQuantConfig) -> bool {
+    config.state == QuantizationState::Initial && config.dominated_by.is_none()
+}
+
+/// Calibrates every `Initial` config that reads a parameter (weights) from its values.
+/// Returns how many.
+pub fn quantize_parameters(graph: &mut Graph, options: &ObserverOptions) -> Result<usize> {
+    let mut calibrated = 0;
+    for (key, name, value) in slots(graph) {
+        let Some(t) = value else { continue };
+        let Some(config) = config_mut(graph, key) else { continue };
+        if !needs_calibration(config) {
+            continue;
+        }
+        let mut observer = create_observer(&config.observer, &name, config, options)?;
+        let values = t.to_f32_vec()?;
+        for pass in 0..observer.passes() {
+            observer.begin_pass(pass)?;
+            observer.observe(&values, t.shape())?;
+        }
+        observer.finalize(config)?;
+        calibrated += 1;
+    }
+    Ok(calibrated)
+}
+
+/// Calibrates every `Initial` activation config by running `batches` (at most
+/// `setting.steps`) through `exec` with an observing hook, as many times as the observers
+/// need passes. `progress(task, done, total)` is called after each batch. Returns how many.
+pub fn calibrate_activations(
     graph: &mut Graph,
     exec: &Executor,
     batches: &[Vec<(String, Value)>],
@@ -97,69 +138,61 @@ pub fn calibrate(
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<usize> {
     let batches = &batches[..setting.steps.map_or(batches.len(), |s| s.min(batches.len()))];
-    let mut calibrated = 0;
     let mut activations: HashMap<Key, Box<dyn Observer>> = HashMap::new();
     for (key, name, value) in slots(graph) {
-        let Some(config) = config_mut(graph, key) else { continue };
-        if config.state != QuantizationState::Initial {
+        if value.is_some() {
             continue;
         }
-        let mut observer = create_observer(&config.observer, &name, config, &setting.options)?;
-        match value {
-            Some(t) => {
-                let values = t.to_f32_vec()?;
-                for pass in 0..observer.passes() {
-                    observer.begin_pass(pass)?;
-                    observer.observe(&values, t.shape())?;
-                }
-                observer.finalize(config)?;
-                calibrated += 1;
-            }
-            None => {
-                activations.insert(key, observer);
-            }
+        let Some(config) = config_mut(graph, key) else { continue };
+        if needs_calibration(config) {
+            activations.insert(key, create_observer(&config.observer, &name, config, &setting.options)?);
         }
     }
-    if !activations.is_empty() {
-        if batches.is_empty() {
-            return Err(QuantError::InvalidOption {
+    if activations.is_empty() {
+        return Ok(0);
+    }
+    if batches.is_empty() {
+        return Err(QuantError::InvalidOption {
+            observer: "calibration".into(),
+            message: "the calibration set is empty: give at least one batch".into(),
+        });
+    }
+    let passes = activations.values().map(|o| o.passes()).max().unwrap_or(1);
+    let mut hook = ObserveHook { observers: activations, error: None };
+    for pass in 0..passes {
+        for o in hook.observers.values_mut() {
+            if pass < o.passes() {
+                o.begin_pass(pass)?;
+            }
+        }
+        let task = format!("calibration pass {}/{passes}", pass + 1);
+        for (i, batch) in batches.iter().enumerate() {
+            exec.run(batch.clone(), &mut [&mut hook]).map_err(|e| QuantError::InvalidOption {
                 observer: "calibration".into(),
-                message: "the calibration set is empty: give at least one batch".into(),
-            });
-        }
-        let passes = activations.values().map(|o| o.passes()).max().unwrap_or(1);
-        let mut hook = ObserveHook { observers: activations, error: None };
-        for pass in 0..passes {
-            for o in hook.observers.values_mut() {
-                if pass < o.passes() {
-                    o.begin_pass(pass)?;
-                }
+                message: format!("batch {i}: {e}"),
+            })?;
+            if let Some(e) = hook.error.take() {
+                return Err(e);
             }
-            for (i, batch) in batches.iter().enumerate() {
-                progress(&format!("calibration pass {}/{passes}", pass + 1), i + 1, batches.len());
-                exec.run(batch.clone(), &mut [&mut hook]).map_err(|e| QuantError::InvalidOption {
-                    observer: "calibration".into(),
-                    message: format!("batch {i}: {e}"),
-                })?;
-                if let Some(e) = hook.error.take() {
-                    return Err(e);
-                }
-            }
-        }
-        for (key, observer) in hook.observers {
-            if let Some(config) = config_mut(graph, key) {
-                observer.finalize(config)?;
-                calibrated += 1;
-            }
+            progress(&task, i + 1, batches.len());
         }
     }
-    calibrated += derive_biases(graph)?;
+    let mut calibrated = 0;
+    for (key, observer) in hook.observers {
+        if let Some(config) = config_mut(graph, key) {
+            observer.finalize(config)?;
+            calibrated += 1;
+        }
+    }
     Ok(calibrated)
 }
 
 /// Sets every `PassiveInit` bias config (input 2 of Conv/ConvTranspose/Gemm) to
-/// `s_in · s_w[c]` with zero offset.
+/// `s_in · s_w[c]` with zero offset, where `s_in` is the *effective* input scale (the
+/// dominator's, after [`sync_dominated`]). A bias whose input or weight has no scale (not
+/// quantized) is left in float (`Fp32`). Returns how many biases were derived.
 pub fn derive_biases(graph: &mut Graph) -> Result<usize> {
+    sync_dominated(graph)?;
     let ids: Vec<OpId> = graph.operations().map(|(id, _)| id).collect();
     let mut n = 0;
     for id in ids {
@@ -169,17 +202,23 @@ pub fn derive_biases(graph: &mut Graph) -> Result<usize> {
         if bias.state != QuantizationState::PassiveInit {
             continue;
         }
-        let input_scale = cfg.input_configs.first().and_then(|c| c.as_ref()).and_then(|c| c.scale.first().copied());
-        let weight_scales = cfg.input_configs.get(1).and_then(|c| c.as_ref()).map(|c| c.scale.clone());
+        let scale_of = |i: usize| cfg.input_configs.get(i).and_then(|c| c.as_ref()).map(|c| c.scale.clone()).filter(|s| !s.is_empty());
+        let (input_scale, weight_scales) = (scale_of(0), scale_of(1));
         let channels = op.inputs().get(2).copied().flatten().and_then(|v| graph.variable(v).ok()?.value.as_ref().map(|t| t.len()));
-        let (Some(s_in), Some(s_w), Some(channels)) = (input_scale, weight_scales, channels) else { continue };
-        let scale: Vec<f32> = (0..channels).map(|c| s_in * if s_w.len() == 1 { s_w[0] } else { s_w.get(c).copied().unwrap_or(1.0) }).collect();
-        if let Some(config) = config_mut(graph, (id, ConfigSide::Input, 2)) {
-            config.offset = vec![0.0; scale.len()];
-            config.scale = scale;
-            config.state = QuantizationState::Passive;
-            n += 1;
+        let Some(config) = config_mut(graph, (id, ConfigSide::Input, 2)) else { continue };
+        let (Some(s_in), Some(s_w), Some(channels)) = (input_scale, weight_scales, channels) else {
+            config.state = QuantizationState::Fp32;
+            continue;
+        };
+        if s_in.len() != 1 || (s_w.len() != 1 && s_w.len() != channels) {
+            config.state = QuantizationState::Fp32;
+            continue;
         }
+        let scale: Vec<f32> = (0..channels).map(|c| s_in[0] * if s_w.len() == 1 { s_w[0] } else { s_w[c] }).collect();
+        config.offset = vec![0.0; scale.len()];
+        config.scale = scale;
+        config.state = QuantizationState::Passive;
+        n += 1;
     }
     Ok(n)
 }

@@ -8,9 +8,11 @@ mod policy;
 mod precision;
 mod rounding;
 mod state;
+mod sync;
 
 pub use config::{ConfigLocation, ConfigSide, OperationQuantConfig, TensorQuantConfig};
 pub use policy::{QuantizationPolicy, QuantizationProperty};
 pub use precision::TargetPrecision;
 pub use rounding::RoundingPolicy;
 pub use state::QuantizationState;
+pub use sync::{config_at, config_at_mut, dominator_root, sync_dominated};

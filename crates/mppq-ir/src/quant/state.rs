@@ -27,13 +27,29 @@ pub enum QuantizationState {
 }
 
 impl QuantizationState {
-    /// Whether fake-quant runs for a config in this state.
+    /// Whether fake-quant runs for a config in this state. `Overlapped` is not active (another
+    /// config quantizes the tensor), nor are the baked states (the parameter already holds its
+    /// quantized value, and quantizing it again would be a no-op at best).
     pub fn is_active(self) -> bool {
-        matches!(self, Self::Activated | Self::Passive | Self::Overlapped)
+        matches!(self, Self::Activated | Self::Passive)
     }
 
     /// Whether the parameter already holds its quantized value.
     pub fn is_baked(self) -> bool {
         matches!(self, Self::Baked | Self::PassiveBaked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QuantizationState::{self, *};
+
+    #[test]
+    fn only_activated_and_passive_are_simulated() {
+        let all = [Initial, Activated, Baked, Overlapped, Passive, PassiveInit, PassiveBaked, Fp32, Soi];
+        let active: Vec<QuantizationState> = all.into_iter().filter(|s| s.is_active()).collect();
+        assert_eq!(active, vec![Activated, Passive]);
+        let baked: Vec<QuantizationState> = all.into_iter().filter(|s| s.is_baked()).collect();
+        assert_eq!(baked, vec![Baked, PassiveBaked]);
     }
 }

@@ -2,9 +2,16 @@
 //! each input and output is quantized (bits, range, symmetry, granularity, observer). One
 //! quantizer per module; [`quantizer_by_name`] is the table of built-in ones.
 
+mod fp8;
+pub mod layout;
+mod lowbit;
 mod onnxruntime;
+mod trt;
 
+pub use fp8::{Fp8Format, Fp8Quantizer};
+pub use lowbit::LowBitQuantizer;
 pub use onnxruntime::OnnxRuntimeQuantizer;
+pub use trt::TensorRtQuantizer;
 
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::{OperationQuantConfig, TargetPrecision};
@@ -21,11 +28,23 @@ pub trait Quantizer: Send + Sync {
     fn init_quantize_config(&self, graph: &Graph, op: OpId) -> Result<OperationQuantConfig>;
 }
 
-/// Built-in quantizers by name.
+/// Names of the built-in quantizers ([`quantizer_by_name`] also accepts `onnxruntime` for
+/// `default`).
+pub const QUANTIZER_NAMES: [&str; 5] = ["default", "trt-int8", "lowbit", "fp8-e4m3", "fp8-e5m2"];
+
+/// Built-in quantizers by name, with their default settings (`lowbit`: 4-bit weights, 8-bit
+/// activations).
 pub fn quantizer_by_name(name: &str) -> Result<Box<dyn Quantizer>> {
     match name {
         "default" | "onnxruntime" => Ok(Box::new(OnnxRuntimeQuantizer::default())),
-        _ => Err(QuantError::InvalidOption { observer: "quantizer".into(), message: format!("unknown quantizer `{name}` (known: default)") }),
+        "trt-int8" => Ok(Box::new(TensorRtQuantizer::default())),
+        "lowbit" => Ok(Box::new(LowBitQuantizer::default())),
+        "fp8-e4m3" => Ok(Box::new(Fp8Quantizer::new(Fp8Format::E4M3))),
+        "fp8-e5m2" => Ok(Box::new(Fp8Quantizer::new(Fp8Format::E5M2))),
+        _ => Err(QuantError::InvalidOption {
+            observer: "quantizer".into(),
+            message: format!("unknown quantizer `{name}` (known: {})", QUANTIZER_NAMES.join(", ")),
+        }),
     }
 }
 

@@ -1,0 +1,47 @@
+//! `fold_batchnorm`: folds inference BatchNormalization into the preceding Conv /
+//! ConvTranspose / Gemm (wraps [`mppq_ir::morph::fold_batchnorm`]). Best run before dispatch;
+//! when run after the quantizer, a bias input the fold adds gets no config (stays float).
+
+use crate::error::{InPass, Result};
+use crate::pass::{Pass, PassContext, PassReport};
+
+pub struct FoldBatchNorm;
+
+impl Pass for FoldBatchNorm {
+    fn name(&self) -> &'static str {
+        "fold_batchnorm"
+    }
+
+    fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
+        let folded = mppq_ir::morph::fold_batchnorm(ctx.graph).in_pass(self.name())?;
+        // A fold may add a bias input to an already configured op: keep one config per slot.
+        let ids: Vec<_> = ctx.graph.operations().map(|(id, _)| id).collect();
+        for id in ids {
+            let op = ctx.graph.operation_mut(id).in_pass(self.name())?;
+            let inputs = op.inputs().len();
+            if let Some(cfg) = op.quant_config.as_mut() {
+                cfg.input_configs.resize(inputs.max(cfg.input_configs.len()), None);
+            }
+        }
+        Ok(PassReport::new(self.name(), folded, format!("{folded} BatchNormalization folded")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_graphs::{Harness, conv_bn_relu};
+
+    #[test]
+    fn folding_keeps_the_output_and_removes_bn() {
+        let mut h = Harness::new(conv_bn_relu());
+        let x = h.input("x", &[1, 2, 4, 4], 0.3);
+        let before = h.run_fp32(&x);
+        let report = h.run_pass(&mut FoldBatchNorm);
+        assert_eq!(report.changed, 1);
+        assert!(h.graph.operations().all(|(_, o)| o.op_type != "BatchNormalization"));
+        let after = h.run_fp32(&x);
+        let max_diff = before.iter().zip(&after).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(max_diff < 1e-5, "{max_diff}");
+    }
+}

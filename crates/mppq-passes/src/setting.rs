@@ -1,0 +1,145 @@
+//! `PipelineSetting`: every knob of the built-in passes, as one serde struct. Unknown keys are
+//! errors that name the key and the valid ones; missing keys take their defaults.
+
+use crate::error::{PassError, Result};
+use crate::quant_alignment::{ConcatMode, QuantAlignment};
+use mppq_quant::ObserverOptions;
+use mppq_quant::calibrate::CalibrationSetting;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineSetting {
+    pub fusion: FusionSetting,
+    /// Quantize each tensor once (`redundant_quant_simplify`).
+    pub redundant_simplify: bool,
+    pub calibration: CalibrationKnobs,
+    pub alignment: AlignmentSetting,
+    /// Write quantized weights into the initializers (`parameter_baking`). Off by default:
+    /// exporters then see the float weights and every config in its calibrated state.
+    pub baking: bool,
+}
+
+impl Default for PipelineSetting {
+    fn default() -> Self {
+        Self {
+            fusion: FusionSetting::default(),
+            redundant_simplify: true,
+            calibration: CalibrationKnobs::default(),
+            alignment: AlignmentSetting::default(),
+            baking: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FusionSetting {
+    /// Fold BatchNormalization into the preceding Conv/ConvTranspose/Gemm.
+    pub bn_fold: bool,
+    /// Computing op + activation share one output config (`quant_fusion`).
+    pub quant_fusion: bool,
+    /// Activation types the target fuses.
+    pub activations: Vec<String>,
+}
+
+impl Default for FusionSetting {
+    fn default() -> Self {
+        Self { bn_fold: true, quant_fusion: true, activations: vec!["Relu".into(), "Clip".into()] }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CalibrationKnobs {
+    /// Observer for every activation (default: each quantizer's choice).
+    pub observer: Option<String>,
+    /// Use at most this many calibration batches (default: all).
+    pub steps: Option<usize>,
+    /// `percentile` observer: fraction of values kept, in [0.5, 1].
+    pub percentile: f64,
+    /// Histogram bins of histogram observers.
+    pub bins: usize,
+    /// `constant` observer: the fixed range.
+    pub constant_range: Option<(f32, f32)>,
+    /// `isotone` observer: the class axis (default: last).
+    pub isotone_axis: Option<usize>,
+}
+
+impl Default for CalibrationKnobs {
+    fn default() -> Self {
+        let o = ObserverOptions::default();
+        Self {
+            observer: None,
+            steps: None,
+            percentile: o.percentile,
+            bins: o.bins,
+            constant_range: o.constant_range,
+            isotone_axis: o.isotone_axis,
+        }
+    }
+}
+
+impl CalibrationKnobs {
+    pub fn observer_options(&self) -> ObserverOptions {
+        ObserverOptions {
+            bins: self.bins,
+            percentile: self.percentile,
+            constant_range: self.constant_range,
+            isotone_axis: self.isotone_axis,
+        }
+    }
+
+    pub fn calibration_setting(&self) -> CalibrationSetting {
+        CalibrationSetting { options: self.observer_options(), steps: self.steps }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlignmentSetting {
+    pub concat: ConcatMode,
+    /// Align Add's activation inputs (union of their ranges).
+    pub add: bool,
+    /// Outputs of `pooling_types` share their input's parameters.
+    pub pooling: bool,
+    /// Default: AveragePool, GlobalAveragePool, MaxPool, Resize. (ONNX Runtime's QDQ tool
+    /// shares MaxPool/AveragePool/Resize but quantizes GlobalAveragePool's output on its own.)
+    pub pooling_types: Vec<String>,
+}
+
+impl Default for AlignmentSetting {
+    fn default() -> Self {
+        let a = QuantAlignment::default();
+        Self { concat: a.concat, add: a.add, pooling: a.pooling, pooling_types: a.pooling_types }
+    }
+}
+
+impl PipelineSetting {
+    /// Checks values serde cannot (ranges of numbers, observer names).
+    pub fn validate(&self) -> Result<()> {
+        let c = &self.calibration;
+        if !(0.5..=1.0).contains(&c.percentile) {
+            return Err(PassError::Setting(format!("calibration.percentile = {}: use a value in [0.5, 1]", c.percentile)));
+        }
+        if c.steps == Some(0) {
+            return Err(PassError::Setting("calibration.steps = 0: use at least 1, or leave it out for all batches".into()));
+        }
+        if let Some(name) = &c.observer
+            && !mppq_quant::OBSERVER_NAMES.contains(&name.as_str())
+        {
+            return Err(PassError::Setting(format!(
+                "calibration.observer = `{name}`: use one of {}",
+                mppq_quant::OBSERVER_NAMES.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// Parses a JSON setting (missing keys take defaults) and validates it.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let s: Self = serde_json::from_str(text).map_err(|e| PassError::Setting(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+}

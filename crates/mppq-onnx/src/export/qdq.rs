@@ -1,0 +1,435 @@
+//! QDQ ONNX export: turns an IR model whose operations carry calibrated quantization configs
+//! into a float ONNX model with QuantizeLinear/DequantizeLinear (the format ONNX Runtime fuses
+//! into integer kernels), so that ORT computes what our fake-quant simulation computes.
+//!
+//! Placement (see `docs/export.md`):
+//! - an active output config puts one Q→DQ pair right after its producer, read by every
+//!   consumer (and the graph output, which keeps its name);
+//! - an active input config identical to what already covers its tensor adds nothing; a
+//!   different one gets its own pair on that edge only (pairs are shared by consumers with
+//!   equal configs, e.g. at a graph input);
+//! - a parameter (initializer) becomes an integer initializer + DequantizeLinear (or Q/DQ on
+//!   the float value, [`QdqOptions::weights_as_integers`]); 32-bit bias configs give an int32
+//!   initializer with zero point 0 and `axis` 0;
+//! - `Overlapped`, `Fp32` and `Soi` configs export nothing.
+
+use super::{ExportError, Result};
+use mppq_ir::quant::{QuantizationState, RoundingPolicy, TensorQuantConfig};
+use mppq_ir::{Attribute, DataType, Graph, Model, OpId, Operation, TensorData, VarId, Variable};
+
+/// Options of [`export_qdq`]; each one changes the written model (see the tests).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QdqOptions {
+    /// Parameters as integer initializers + DequantizeLinear (`true`, the compact form ORT
+    /// loads fastest) or QuantizeLinear→DequantizeLinear on the original float value (`false`).
+    /// FP8 parameters always use the second form.
+    pub weights_as_integers: bool,
+    /// Biases with a 32-bit config as int32 + DequantizeLinear (`true`). With `false` the bias
+    /// stays a float initializer holding the fake-quantized values (same numbers, but ORT
+    /// then does not fuse the operation into an integer kernel).
+    pub quantize_bias: bool,
+    /// Lowest default-domain opset to write; raised further when a feature needs it (13 for
+    /// per-channel, 19 for FP8, 21 for 4- and 16-bit types). Never lowered.
+    pub min_opset: i64,
+}
+
+impl Default for QdqOptions {
+    fn default() -> Self {
+        Self { weights_as_integers: true, quantize_bias: true, min_opset: 13 }
+    }
+}
+
+/// How one config is written: the Q/DQ element type, whether a Clip must keep a range narrower
+/// than the type's, and the opset / IR version the type needs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct QFormat {
+    dtype: DataType,
+    clip: bool,
+    opset: i64,
+    ir: i64,
+}
+
+fn format_of(c: &TensorQuantConfig) -> std::result::Result<QFormat, String> {
+    if c.policy.is_floating() {
+        let (dtype, max) = match (c.exponent_bits, c.mantissa_bits) {
+            (4, 3) => (DataType::Float8E4M3FN, 448),
+            (5, 2) => (DataType::Float8E5M2, 57344),
+            (e, m) => return Err(format!("floating format E{e}M{m} has no ONNX type (use E4M3 or E5M2)")),
+        };
+        if (c.quant_min, c.quant_max) != (-max, max) {
+            return Err(format!(
+                "FP8 range [{}, {}] is narrower than the type's ±{max}; QuantizeLinear cannot keep it",
+                c.quant_min, c.quant_max
+            ));
+        }
+        return Ok(QFormat { dtype, clip: false, opset: 19, ir: 9 });
+    }
+    if c.policy.is_power_of_2() && c.scale.iter().any(|s| s.log2().fract() != 0.0) {
+        return Err("power-of-2 policy with a scale that is not a power of two".into());
+    }
+    let signed = c.quant_min < 0;
+    let (dtype, opset, ir) = match (c.num_of_bits, signed) {
+        (32, _) => (DataType::Int32, 13, 7),
+        (4, true) => (DataType::Int4, 21, 10),
+        (4, false) => (DataType::Uint4, 21, 10),
+        (2..=8, true) => (DataType::Int8, 13, 7),
+        (2..=8, false) => (DataType::Uint8, 13, 7),
+        (9..=16, true) => (DataType::Int16, 21, 10),
+        (9..=16, false) => (DataType::Uint16, 21, 10),
+        (b, _) => return Err(format!("{b} bits cannot be exported")),
+    };
+    let (lo, hi) = type_range(dtype);
+    if c.quant_min < lo || c.quant_max > hi {
+        return Err(format!("range [{}, {}] does not fit {dtype:?}", c.quant_min, c.quant_max));
+    }
+    Ok(QFormat { dtype, clip: (c.quant_min, c.quant_max) != (lo, hi), opset, ir })
+}
+
+fn type_range(dtype: DataType) -> (i64, i64) {
+    match dtype {
+        DataType::Int4 => (-8, 7),
+        DataType::Uint4 => (0, 15),
+        DataType::Int8 => (-128, 127),
+        DataType::Uint8 => (0, 255),
+        DataType::Int16 => (-32768, 32767),
+        DataType::Uint16 => (0, 65535),
+        _ => (i64::from(i32::MIN), i64::from(i32::MAX)),
+    }
+}
+
+/// Whether two configs quantize a tensor identically (same grid, same range).
+pub fn same_quantization(a: &TensorQuantConfig, b: &TensorQuantConfig) -> bool {
+    a.scale == b.scale
+        && a.offset == b.offset
+        && a.quant_min == b.quant_min
+        && a.quant_max == b.quant_max
+        && a.channel_axis == b.channel_axis
+        && a.policy.is_floating() == b.policy.is_floating()
+        && a.exponent_bits == b.exponent_bits
+        && a.mantissa_bits == b.mantissa_bits
+        && a.rounding == b.rounding
+}
+
+/// One config to export.
+struct Site {
+    op: OpId,
+    slot: usize,
+    var: VarId,
+    config: TensorQuantConfig,
+    format: QFormat,
+}
+
+/// Whether a config is exported; configs in a state that needs calibration are an error.
+fn exported(c: &TensorQuantConfig, g: &Graph, op: OpId, var: VarId) -> Result<bool> {
+    let missing = |c: &TensorQuantConfig| -> Result<bool> {
+        let o = g.operation(op)?;
+        Err(ExportError::NotCalibrated {
+            op: o.name.clone(),
+            op_type: o.op_type.clone(),
+            tensor: g.var_name(var).to_string(),
+            state: format!("{:?}", c.state),
+        })
+    };
+    match c.state {
+        QuantizationState::Activated
+        | QuantizationState::Passive
+        | QuantizationState::Baked
+        | QuantizationState::PassiveBaked => {
+            if c.scale.is_empty() { missing(c) } else { Ok(true) }
+        }
+        QuantizationState::Initial | QuantizationState::PassiveInit => missing(c),
+        QuantizationState::Overlapped | QuantizationState::Fp32 | QuantizationState::Soi => Ok(false),
+    }
+}
+
+fn unsupported(g: &Graph, op: OpId, var: VarId, message: String) -> ExportError {
+    let (name, ty) = g.operation(op).map(|o| (o.name.clone(), o.op_type.clone())).unwrap_or_default();
+    ExportError::Unsupported { op: name, op_type: ty, tensor: g.var_name(var).to_string(), message }
+}
+
+/// The exported configs: (outputs, activation inputs, parameter inputs), in graph order.
+type Plan = (Vec<Site>, Vec<Site>, Vec<Site>);
+
+fn plan(g: &Graph) -> Result<Plan> {
+    let (mut outs, mut acts, mut params) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, op) in g.operations() {
+        let Some(qc) = op.quant_config.as_ref() else { continue };
+        let sides = [(false, &qc.input_configs, op.inputs()), (true, &qc.output_configs, op.outputs())];
+        for (is_output, configs, vars) in sides {
+            for (slot, (config, var)) in configs.iter().zip(vars).enumerate() {
+                let (Some(config), Some(var)) = (config, var) else { continue };
+                if !exported(config, g, id, *var)? {
+                    continue;
+                }
+                config.validate().map_err(|e| unsupported(g, id, *var, e.to_string()))?;
+                let format = format_of(config).map_err(|m| unsupported(g, id, *var, m))?;
+                let site = Site { op: id, slot, var: *var, config: config.clone(), format };
+                let is_param = g.variable(*var)?.value.is_some();
+                if !is_param && config.rounding != RoundingPolicy::HalfEven {
+                    return Err(unsupported(g, id, *var, format!(
+                        "rounding {:?}: QuantizeLinear rounds half to even; use half_even for activations",
+                        config.rounding
+                    )));
+                }
+                if !is_param && site.format.clip && config.channel_axis.is_some() {
+                    return Err(unsupported(g, id, *var, "a per-channel activation range narrower than its Q/DQ type cannot be kept (one Clip bound per tensor)".into()));
+                }
+                match (is_output, is_param) {
+                    (true, _) => outs.push(site),
+                    (false, false) => acts.push(site),
+                    (false, true) => params.push(site),
+                }
+            }
+        }
+    }
+    Ok((outs, acts, params))
+}
+
+/// Integers of `data` under `c` with the simulation's arithmetic: `v = x / s` in f32, the
+/// config's rounding, `+ offset`, clamp to `[quant_min, quant_max]`.
+fn quantize_values(data: &[f32], shape: &[usize], c: &TensorQuantConfig) -> std::result::Result<Vec<i64>, String> {
+    let (channels, inner) = match c.channel_axis {
+        None => (1, data.len().max(1)),
+        Some(axis) => {
+            let ch = *shape.get(axis).ok_or_else(|| format!("channel axis {axis} out of range for shape {shape:?}"))?;
+            (ch, shape[axis + 1..].iter().product::<usize>().max(1))
+        }
+    };
+    if c.scale.len() != channels {
+        return Err(format!("{} scales for {channels} channels (shape {shape:?})", c.scale.len()));
+    }
+    Ok(data
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let ch = (i / inner) % channels;
+            let v = f64::from(*x / c.scale[ch]);
+            let q = c.rounding.round(v) + f64::from(c.offset[ch]);
+            q.clamp(c.quant_min as f64, c.quant_max as f64) as i64
+        })
+        .collect())
+}
+
+/// Integer values as a tensor of `dtype` (4-bit types packed two per byte, low nibble first).
+fn int_tensor(dtype: DataType, shape: Vec<usize>, values: &[i64]) -> Result<TensorData> {
+    let mut bytes = Vec::with_capacity(values.len() * 4);
+    match dtype {
+        DataType::Int4 | DataType::Uint4 => {
+            for pair in values.chunks(2) {
+                let lo = (pair[0] & 0xf) as u8;
+                let hi = pair.get(1).map_or(0, |v| (v & 0xf) as u8);
+                bytes.push(lo | (hi << 4));
+            }
+        }
+        DataType::Int8 | DataType::Uint8 => bytes.extend(values.iter().map(|v| *v as u8)),
+        DataType::Int16 | DataType::Uint16 => values.iter().for_each(|v| bytes.extend((*v as u16).to_le_bytes())),
+        DataType::Int32 => values.iter().for_each(|v| bytes.extend((*v as i32).to_le_bytes())),
+        // FP8 zero points: +0.0 is the all-zero byte in both formats.
+        DataType::Float8E4M3FN | DataType::Float8E5M2 => bytes.extend(values.iter().map(|_| 0u8)),
+        other => return Err(ExportError::Ir(mppq_ir::IrError::InvalidQuantConfig(format!("no integer encoding for {other:?}")))),
+    }
+    Ok(TensorData::from_packed(dtype, shape, bytes)?)
+}
+
+/// Scale and zero-point initializers of a config: scalars per tensor, vectors per channel.
+fn qparams(g: &mut Graph, base: &str, c: &TensorQuantConfig, dtype: DataType) -> Result<(VarId, VarId)> {
+    let shape = if c.channel_axis.is_some() { vec![c.scale.len()] } else { vec![] };
+    let scale = TensorData::from_vec(shape.clone(), &c.scale)?;
+    let zp: Vec<i64> = c.offset.iter().map(|o| *o as i64).collect();
+    let zp = int_tensor(dtype, shape, &zp)?;
+    let s = g.add_initializer(g.fresh_var_name(&format!("{base}_scale")), scale)?;
+    let z = g.add_initializer(g.fresh_var_name(&format!("{base}_zero_point")), zp)?;
+    Ok((s, z))
+}
+
+fn qdq_op(g: &Graph, op_type: &str, base: &str, c: &TensorQuantConfig, opset: i64) -> Operation {
+    let mut op = Operation::new(op_type, g.fresh_op_name(&format!("{base}_{op_type}"))).with_opset(opset);
+    if let Some(axis) = c.channel_axis {
+        op = op.with_attr("axis", Attribute::Int(axis as i64));
+    }
+    op
+}
+
+/// Adds `[Clip →] QuantizeLinear → DequantizeLinear` reading `src` and writing `dst` (a fresh
+/// variable without producer). Consumers are not touched.
+fn add_pair(g: &mut Graph, src: VarId, dst: VarId, c: &TensorQuantConfig, f: QFormat, opset: i64) -> Result<()> {
+    let base = g.var_name(src).to_string();
+    let (s, z) = qparams(g, &base, c, f.dtype)?;
+    let mut x = src;
+    if f.clip {
+        // QuantizeLinear saturates to the type's range; the config's narrower range is applied
+        // first in float (bounds are exact grid points, so rounding cannot cross them).
+        let (o, sc) = (c.offset[0], c.scale[0]);
+        let lo = g.add_initializer(g.fresh_var_name(&format!("{base}_clip_min")), TensorData::scalar((c.quant_min as f32 - o) * sc))?;
+        let hi = g.add_initializer(g.fresh_var_name(&format!("{base}_clip_max")), TensorData::scalar((c.quant_max as f32 - o) * sc))?;
+        let clipped = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_clipped"))))?;
+        let clip = Operation::new("Clip", g.fresh_op_name(&format!("{base}_Clip"))).with_opset(opset);
+        g.add_operation(clip, &[Some(x), Some(lo), Some(hi)], &[Some(clipped)])?;
+        x = clipped;
+    }
+    let q = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_quantized"))))?;
+    let qop = qdq_op(g, "QuantizeLinear", &base, c, opset);
+    g.add_operation(qop, &[Some(x), Some(s), Some(z)], &[Some(q)])?;
+    let dq = qdq_op(g, "DequantizeLinear", &base, c, opset);
+    g.add_operation(dq, &[Some(q), Some(s), Some(z)], &[Some(dst)])?;
+    Ok(())
+}
+
+/// Operations whose meaning changed between opsets (attribute became an input), by the
+/// opset where it changed and the attribute that marks the old form.
+const OPSET_BREAKS: [(&str, i64, &str); 13] = [
+    ("Squeeze", 13, "axes"),
+    ("Unsqueeze", 13, "axes"),
+    ("ReduceSum", 13, "axes"),
+    ("Split", 13, "split"),
+    ("ReduceMean", 18, "axes"),
+    ("ReduceMax", 18, "axes"),
+    ("ReduceMin", 18, "axes"),
+    ("ReduceProd", 18, "axes"),
+    ("ReduceL1", 18, "axes"),
+    ("ReduceL2", 18, "axes"),
+    ("ReduceLogSum", 18, "axes"),
+    ("ReduceLogSumExp", 18, "axes"),
+    ("ReduceSumSquare", 18, "axes"),
+];
+
+fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
+    let from = model.opset("").unwrap_or(1);
+    if to <= from {
+        return Ok(());
+    }
+    for (_, op) in model.graph.operations() {
+        if !op.domain.is_empty() && op.domain != "ai.onnx" {
+            continue;
+        }
+        for (ty, changed, attr) in OPSET_BREAKS {
+            if op.op_type == ty && from < changed && to >= changed && op.attr(attr).is_some() {
+                return Err(ExportError::Opset { from, to, why: why.into(), op: op.name.clone(), op_type: ty.into(), changed });
+            }
+        }
+        if op.op_type == "Split" && from < 18 && to >= 18 && op.outputs().len() > 1 && op.inputs().get(1).copied().flatten().is_none() {
+            return Err(ExportError::Opset { from, to, why: why.into(), op: op.name.clone(), op_type: "Split".into(), changed: 18 });
+        }
+    }
+    let ids: Vec<OpId> = model.graph.operations().filter(|(_, o)| o.domain.is_empty()).map(|(id, _)| id).collect();
+    for id in ids {
+        model.graph.operation_mut(id)?.opset = to;
+    }
+    model.opset_imports.insert(String::new(), to);
+    Ok(())
+}
+
+/// Exports `model` (operations carrying calibrated configs) as a float ONNX model with
+/// QuantizeLinear/DequantizeLinear. The input model is not modified.
+pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
+    let mut out = model.clone();
+    let (outs, acts, params) = plan(&out.graph)?;
+    let all = outs.iter().chain(&acts).chain(&params);
+    let mut opset = options.min_opset.max(model.opset("").unwrap_or(1));
+    let mut why = "per-channel Q/DQ".to_string();
+    let mut ir = 7;
+    for s in all {
+        if s.format.opset > opset {
+            why = format!("{:?} Q/DQ", s.format.dtype);
+        }
+        opset = opset.max(s.format.opset);
+        ir = ir.max(s.format.ir);
+    }
+    raise_opset(&mut out, opset, &why)?;
+    out.ir_version = out.ir_version.max(ir).min(crate::MAX_IR_VERSION);
+    let g = &mut out.graph;
+
+    // Outputs: one pair after the producer, read by everyone (graph outputs keep their name).
+    // `covered`: (tensor a consumer reads, config, what it should read instead).
+    let mut covered: Vec<(VarId, TensorQuantConfig, VarId)> = Vec::new();
+    for s in &outs {
+        let base = g.var_name(s.var).to_string();
+        let dst = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_dequantized"))))?;
+        g.replace_variable(s.var, dst)?;
+        add_pair(g, s.var, dst, &s.config, s.format, opset)?;
+        if g.is_graph_output(dst) {
+            let tmp = g.fresh_var_name(&format!("{base}_float"));
+            g.rename_variable(s.var, &tmp)?;
+            g.rename_variable(dst, &base)?;
+            let ty = g.variable_mut(s.var)?.ty.take();
+            g.variable_mut(dst)?.ty = ty;
+        }
+        covered.push((dst, s.config.clone(), dst));
+    }
+
+    // Activation inputs: nothing where the tensor is already quantized the same way, else a
+    // pair on this edge, shared with other edges from the same tensor with the same config.
+    for s in &acts {
+        let cur = g.operation(s.op)?.inputs()[s.slot].ok_or_else(|| unsupported(g, s.op, s.var, "input slot emptied".into()))?;
+        if let Some((_, _, dq)) = covered.iter().find(|(v, c, _)| *v == cur && same_quantization(c, &s.config)) {
+            let dq = *dq;
+            if dq != cur {
+                g.set_op_input(s.op, s.slot, Some(dq))?;
+            }
+            continue;
+        }
+        let base = g.var_name(cur).to_string();
+        let dst = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_dequantized"))))?;
+        add_pair(g, cur, dst, &s.config, s.format, opset)?;
+        g.set_op_input(s.op, s.slot, Some(dst))?;
+        covered.push((cur, s.config.clone(), dst));
+    }
+
+    // Parameters.
+    let mut done: Vec<(VarId, TensorQuantConfig, VarId)> = Vec::new();
+    for s in &params {
+        if let Some((_, _, dq)) = done.iter().find(|(v, c, _)| *v == s.var && same_quantization(c, &s.config)) {
+            g.set_op_input(s.op, s.slot, Some(*dq))?;
+            continue;
+        }
+        let dq = export_parameter(g, s, options, opset)?;
+        g.set_op_input(s.op, s.slot, Some(dq))?;
+        done.push((s.var, s.config.clone(), dq));
+    }
+    for (var, _, _) in &done {
+        let v = g.variable(*var)?;
+        if v.consumers().is_empty() && !g.is_graph_input(*var) && !g.is_graph_output(*var) {
+            g.remove_variable(*var)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Writes one parameter: int initializer + DQ, Q/DQ on the float value, or (bias with
+/// `quantize_bias` off) the fake-quantized float values. Returns what the consumer reads.
+fn export_parameter(g: &mut Graph, s: &Site, options: &QdqOptions, opset: i64) -> Result<VarId> {
+    let v = g.variable(s.var)?;
+    let base = v.name.clone();
+    let value = v.value.clone().ok_or_else(|| unsupported(g, s.op, s.var, "parameter without value".into()))?;
+    let is_bias = s.config.num_of_bits == 32;
+    let floating = s.config.policy.is_floating();
+    if floating || !options.weights_as_integers && !is_bias {
+        let dst = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_dequantized"))))?;
+        add_pair(g, s.var, dst, &s.config, s.format, opset)?;
+        return Ok(dst);
+    }
+    let data = value.to_f32_vec().map_err(|e| unsupported(g, s.op, s.var, e.to_string()))?;
+    let ints = quantize_values(&data, value.shape(), &s.config).map_err(|m| unsupported(g, s.op, s.var, m))?;
+    if is_bias && !options.quantize_bias {
+        let fq: Vec<f32> = ints
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let ch = s.config.channel_axis.map_or(0, |_| {
+                    let inner: usize = value.shape()[s.config.channel_axis.unwrap_or(0) + 1..].iter().product();
+                    (i / inner.max(1)) % s.config.scale.len()
+                });
+                (*q as f32 - s.config.offset[ch]) * s.config.scale[ch]
+            })
+            .collect();
+        let t = TensorData::from_vec(value.shape().to_vec(), &fq)?;
+        return Ok(g.add_initializer(g.fresh_var_name(&format!("{base}_fake_quantized")), t)?);
+    }
+    let q = int_tensor(s.format.dtype, value.shape().to_vec(), &ints)?;
+    let qv = g.add_initializer(g.fresh_var_name(&format!("{base}_quantized")), q)?;
+    let (sc, z) = qparams(g, &base, &s.config, s.format.dtype)?;
+    let dst = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_dequantized"))))?;
+    let dq = qdq_op(g, "DequantizeLinear", &base, &s.config, opset);
+    g.add_operation(dq, &[Some(qv), Some(sc), Some(z)], &[Some(dst)])?;
+    Ok(dst)
+}

@@ -85,6 +85,9 @@ enum Command {
         /// Measure an alternative weight width of the default platform.
         #[arg(long)]
         weight_bits: Option<u32>,
+        /// Measure an alternative activation width of the default platform.
+        #[arg(long)]
+        activation_bits: Option<u32>,
         /// Measure int8 (instead of uint8) activations.
         #[arg(long)]
         activation_signed: Option<bool>,
@@ -111,8 +114,8 @@ fn main() -> Result<()> {
         Command::Bench { runs, warmup, threads, json, skip_resnet } => {
             bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet })
         }
-        Command::QdqCheck { models, json, weight_bits, activation_signed, ort_opt } => {
-            let opts = qdq_check::Options { models, json, weight_bits, activation_signed, ort_opt };
+        Command::QdqCheck { models, json, weight_bits, activation_bits, activation_signed, ort_opt } => {
+            let opts = qdq_check::Options { models, json, weight_bits, activation_bits, activation_signed, ort_opt };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::Pyenv => {

@@ -27,6 +27,7 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// Overrides of the default platform (for measuring alternatives).
     pub weight_bits: Option<u32>,
+    pub activation_bits: Option<u32>,
     pub activation_signed: Option<bool>,
     /// ORT graph optimisation level: all (default), basic, none.
     pub ort_opt: String,
@@ -149,6 +150,9 @@ pub fn check_model(name: &str, opts: &Options, python: &Path) -> Result<ModelRes
     let mut q = OnnxRuntimeQuantizer::default();
     if let Some(b) = opts.weight_bits {
         q.weight_bits = b;
+    }
+    if let Some(b) = opts.activation_bits {
+        q.activation_bits = b;
     }
     if let Some(s) = opts.activation_signed {
         q.activation_signed = s;

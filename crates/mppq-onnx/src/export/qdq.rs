@@ -433,3 +433,214 @@ fn export_parameter(g: &mut Graph, s: &Site, options: &QdqOptions, opset: i64) -
     g.add_operation(dq, &[Some(qv), Some(sc), Some(z)], &[Some(dst)])?;
     Ok(dst)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mppq_ir::quant::{ConfigLocation, ConfigSide, OperationQuantConfig, QuantizationPolicy, QuantizationProperty};
+
+    fn act(scale: f32, offset: f32) -> TensorQuantConfig {
+        let mut c = TensorQuantConfig::linear(8, false, None).unwrap();
+        c.scale = vec![scale];
+        c.offset = vec![offset];
+        c.state = QuantizationState::Activated;
+        c
+    }
+
+    fn weight(scales: Vec<f32>, axis: usize) -> TensorQuantConfig {
+        let mut c = TensorQuantConfig::linear(7, true, Some(axis)).unwrap();
+        c.offset = vec![0.0; scales.len()];
+        c.scale = scales;
+        c.state = QuantizationState::Activated;
+        c
+    }
+
+    /// x → Conv(W, B) → y → Relu → z (output); y → Sigmoid (own input config, Overlapped
+    /// output) → p (output).
+    fn model() -> Model {
+        let mut g = Graph::new("t");
+        let x = g.add_variable(Variable::new("x")).unwrap();
+        g.add_graph_input(x).unwrap();
+        let w = g.add_initializer("W", TensorData::from_vec(vec![3, 2, 1, 1], &[0.5f32, -0.25, 0.1, 0.2, -0.63, 0.3]).unwrap()).unwrap();
+        let b = g.add_initializer("B", TensorData::from_vec(vec![3], &[0.01f32, -0.02, 0.5]).unwrap()).unwrap();
+        let [y, z, p] = ["y", "z", "p"].map(|n| g.add_variable(Variable::new(n)).unwrap());
+        let conv = g.add_operation(Operation::new("Conv", "conv"), &[Some(x), Some(w), Some(b)], &[Some(y)]).unwrap();
+        let relu = g.add_operation(Operation::new("Relu", "relu"), &[Some(y)], &[Some(z)]).unwrap();
+        let sig = g.add_operation(Operation::new("Sigmoid", "sig"), &[Some(y)], &[Some(p)]).unwrap();
+        g.add_graph_output(z).unwrap();
+        g.add_graph_output(p).unwrap();
+        let s_in = 0.02f32;
+        let s_w = vec![0.5 / 63.0, 0.2 / 63.0, 0.63 / 63.0];
+        let mut bias = TensorQuantConfig::linear(32, true, Some(0)).unwrap();
+        bias.scale = s_w.iter().map(|s| s * s_in).collect();
+        bias.offset = vec![0.0; 3];
+        bias.state = QuantizationState::Passive;
+        g.operation_mut(conv).unwrap().quant_config = Some(OperationQuantConfig {
+            input_configs: vec![Some(act(s_in, 128.0)), Some(weight(s_w, 0)), Some(bias)],
+            output_configs: vec![Some(act(0.01, 100.0))],
+        });
+        g.operation_mut(relu).unwrap().quant_config =
+            Some(OperationQuantConfig { input_configs: vec![Some(act(0.01, 100.0))], output_configs: vec![Some(act(0.005, 0.0))] });
+        let mut overlapped = act(0.004, 0.0);
+        overlapped.state = QuantizationState::Overlapped;
+        overlapped.dominated_by = Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 });
+        g.operation_mut(sig).unwrap().quant_config =
+            Some(OperationQuantConfig { input_configs: vec![Some(act(0.02, 50.0))], output_configs: vec![Some(overlapped)] });
+        Model::new(g, 11)
+    }
+
+    fn ops<'a>(g: &'a Graph, ty: &str) -> Vec<&'a Operation> {
+        g.operations().map(|(_, o)| o).filter(|o| o.op_type == ty).collect()
+    }
+
+    fn producer_type(g: &Graph, var: VarId) -> String {
+        g.producer(var).map(|p| g.operation(p).unwrap().op_type.clone()).unwrap_or_default()
+    }
+
+    fn init(g: &Graph, name: &str) -> TensorData {
+        g.variable(g.var_named(name).unwrap()).unwrap().value.clone().unwrap()
+    }
+
+    #[test]
+    fn placement_weights_bias_and_names() {
+        let out = export_qdq(&model(), &QdqOptions::default()).unwrap();
+        let g = &out.graph;
+        // x (graph input), y (shared by relu), y→sig edge, z: four activation pairs; W and B: DQ only.
+        assert_eq!(ops(g, "QuantizeLinear").len(), 4);
+        assert_eq!(ops(g, "DequantizeLinear").len(), 6);
+        assert_eq!((out.opset(""), out.ir_version), (Some(13), 8));
+        // Relu reads y's shared pair; the sigmoid's own pair reads that pair's output.
+        let relu = &ops(g, "Relu")[0];
+        let y_dq = relu.inputs()[0].unwrap();
+        assert_eq!(producer_type(g, y_dq), "DequantizeLinear");
+        let sig = &ops(g, "Sigmoid")[0];
+        let sig_in = sig.inputs()[0].unwrap();
+        assert_ne!(sig_in, y_dq);
+        let q = g.operation(g.producer(g.operation(g.producer(sig_in).unwrap()).unwrap().inputs()[0].unwrap()).unwrap()).unwrap();
+        assert_eq!((q.op_type.as_str(), q.inputs()[0]), ("QuantizeLinear", Some(y_dq)));
+        assert_eq!(init(g, &format!("{}_scale", g.var_name(y_dq).trim_end_matches("_dequantized"))).to_f32_vec().unwrap(), vec![0.01]);
+        // Overlapped output: p is the sigmoid's own output, no pair.
+        let p = g.var_named("p").unwrap();
+        assert_eq!(producer_type(g, p), "Sigmoid");
+        // Graph output z keeps its name and is the dequantized value.
+        let z = g.var_named("z").unwrap();
+        assert!(g.is_graph_output(z));
+        assert_eq!(producer_type(g, z), "DequantizeLinear");
+        // Weight: int8 [-64, 63] per channel on axis 0; the float initializer is gone.
+        assert!(g.var_id("W").is_none());
+        let wq = init(g, "W_quantized");
+        assert_eq!(wq.dtype(), DataType::Int8);
+        // f32 division as in the simulation: -0.25 / (0.5/63) = -31.499998 → -31.
+        assert_eq!(wq.to_vec::<i8>().unwrap(), vec![63, -31, 32, 63, -63, 30]);
+        let conv = &ops(g, "Conv")[0];
+        let w_dq = g.operation(g.producer(conv.inputs()[1].unwrap()).unwrap()).unwrap();
+        assert_eq!(w_dq.attr_int("axis", -1).unwrap(), 0);
+        // Bias: int32 = round(b / (s_in · s_w)), zero point 0, axis 0.
+        let bq = init(g, "B_quantized").to_vec::<i32>().unwrap();
+        let expect: Vec<i32> = [0.01f32, -0.02, 0.5]
+            .iter()
+            .zip([0.5f32 / 63.0, 0.2 / 63.0, 0.63 / 63.0])
+            .map(|(b, s)| (b / (s * 0.02)).round_ties_even() as i32)
+            .collect();
+        assert_eq!(bq, expect);
+        assert_eq!(init(g, "B_zero_point").to_vec::<i32>().unwrap(), vec![0, 0, 0]);
+        let b_dq = g.operation(g.producer(conv.inputs()[2].unwrap()).unwrap()).unwrap();
+        assert_eq!(b_dq.attr_int("axis", -1).unwrap(), 0);
+        // Activation zero points are uint8 scalars.
+        let zp = init(g, "x_zero_point");
+        assert_eq!((zp.dtype(), zp.shape().len(), zp.to_vec::<u8>().unwrap()), (DataType::Uint8, 0, vec![128]));
+        // The input model is untouched.
+        assert!(model().graph.var_id("W").is_some());
+    }
+
+    #[test]
+    fn options_change_the_output() {
+        let m = model();
+        let float_w = export_qdq(&m, &QdqOptions { weights_as_integers: false, ..Default::default() }).unwrap();
+        let g = &float_w.graph;
+        assert_eq!(init(g, "W").dtype(), DataType::Float);
+        assert_eq!(ops(g, "QuantizeLinear").len(), 5);
+        assert_eq!(producer_type(g, g.var_named("W_quantized").unwrap()), "QuantizeLinear");
+
+        let float_b = export_qdq(&m, &QdqOptions { quantize_bias: false, ..Default::default() }).unwrap();
+        let g = &float_b.graph;
+        let b = init(g, "B_fake_quantized").to_f32_vec().unwrap();
+        let s0 = 0.5f32 / 63.0 * 0.02;
+        assert_eq!(b[0], ((0.01f32 / s0).round_ties_even()) * s0);
+        assert_eq!(ops(g, "DequantizeLinear").len(), 5);
+
+        let high = export_qdq(&m, &QdqOptions { min_opset: 19, ..Default::default() }).unwrap();
+        assert_eq!(high.opset(""), Some(19));
+        assert!(high.graph.operations().all(|(_, o)| o.opset == 19));
+    }
+
+    #[test]
+    fn uncalibrated_config_is_a_typed_error_naming_op_and_tensor() {
+        let mut m = model();
+        let id = m.graph.op_id("relu").unwrap();
+        let qc = m.graph.operation_mut(id).unwrap().quant_config.as_mut().unwrap();
+        qc.output_configs[0].as_mut().unwrap().scale.clear();
+        let err = export_qdq(&m, &QdqOptions::default()).unwrap_err();
+        assert!(matches!(err, ExportError::NotCalibrated { .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("`relu`") && msg.contains("`z`") && msg.contains("calibrate"), "{msg}");
+    }
+
+    fn with_relu_output(f: impl FnOnce(&mut TensorQuantConfig)) -> Model {
+        let mut m = model();
+        let id = m.graph.op_id("relu").unwrap();
+        let qc = m.graph.operation_mut(id).unwrap().quant_config.as_mut().unwrap();
+        f(qc.output_configs[0].as_mut().unwrap());
+        m
+    }
+
+    #[test]
+    fn low_bit_sixteen_bit_and_fp8_types_and_opsets() {
+        // 4 bits: UINT4 Q/DQ at opset 21, IR 10, no Clip.
+        let m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (4, 15));
+        let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+        assert_eq!((out.opset(""), out.ir_version), (Some(21), 10));
+        assert_eq!(init(&out.graph, "z_zero_point").dtype(), DataType::Uint4);
+        assert!(ops(&out.graph, "Clip").is_empty());
+        // 6 bits: uint8 Q with a Clip to [(0−o)·s, (63−o)·s] before it, opset stays 13.
+        let m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (6, 63));
+        let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+        assert_eq!(out.opset(""), Some(13));
+        let clip = &ops(&out.graph, "Clip")[0];
+        let hi = out.graph.variable(clip.inputs()[2].unwrap()).unwrap().value.clone().unwrap();
+        assert_eq!(hi.to_f32_vec().unwrap(), vec![63.0 * 0.005]);
+        // 16 bits: UINT16 at opset 21.
+        let m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (16, 65535));
+        let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+        assert_eq!(init(&out.graph, "z_zero_point").dtype(), DataType::Uint16);
+        assert_eq!(out.opset(""), Some(21));
+        // FP8 E4M3: FLOAT8E4M3FN at opset 19.
+        let m = with_relu_output(|c| {
+            c.policy = QuantizationPolicy::new(&[QuantizationProperty::PerTensor, QuantizationProperty::Floating, QuantizationProperty::Symmetric]).unwrap();
+            (c.num_of_bits, c.exponent_bits, c.mantissa_bits, c.quant_min, c.quant_max) = (8, 4, 3, -448, 448);
+            c.offset = vec![0.0];
+        });
+        let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+        assert_eq!((out.opset(""), out.ir_version), (Some(19), 9));
+        assert_eq!(init(&out.graph, "z_zero_point").dtype(), DataType::Float8E4M3FN);
+    }
+
+    #[test]
+    fn opset_raise_refuses_ops_whose_meaning_changed() {
+        let mut m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (4, 15));
+        let g = &mut m.graph;
+        let z = g.var_named("z").unwrap();
+        let r = g.add_variable(Variable::new("r")).unwrap();
+        let op = Operation::new("ReduceMean", "mean").with_attr("axes", Attribute::Ints(vec![1]));
+        g.add_operation(op, &[Some(z)], &[Some(r)]).unwrap();
+        let err = export_qdq(&m, &QdqOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("`mean` (ReduceMean)") && err.contains("18") && err.contains("from 11 to 21"), "{err}");
+    }
+
+    #[test]
+    fn activation_rounding_other_than_half_even_is_refused() {
+        let m = with_relu_output(|c| c.rounding = RoundingPolicy::HalfUp);
+        let err = export_qdq(&m, &QdqOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("`relu`") && err.contains("half_even"), "{err}");
+    }
+}

@@ -1,7 +1,14 @@
 //! The `default` platform's quantizer (ONNX Runtime QDQ): uint8 asymmetric per-tensor
-//! activations, int8 symmetric per-channel weights (on the output-channel axis of Conv,
-//! ConvTranspose, Gemm and MatMul weights), int32 biases derived as `s_in · s_w`.
-
+//! activations, **7-bit** symmetric per-channel weights (`[-64, 63]` in int8, on the
+//! output-channel axis of Conv, ConvTranspose, Gemm and MatMul weights), int32 biases derived as
+//! `s_in · s_w`.
+//!
+//! Why 7 bits: on x86 CPUs without VNNI (AVX2 only), ORT's fused u8×s8 kernels multiply with
+//! `pmaddubsw`, which saturates the int16 sum of two products (255·127·2 > 32767); with weights
+//! in [-64, 63] the pair stays below 32767 (ORT's own `reduce_range`). Measured with
+//! `cargo xtask qdq-check` (numbers in `docs/export.md`): int8 weights lose 12–17 dB in ORT
+//! against the simulation; 7-bit weights agree bit for bit. What stays float and why (Softmax
+//! probabilities, constant operands of Add/Sub/Mul) is explained at the helpers below.
 use super::Quantizer;
 use crate::error::Result;
 use mppq_ir::quant::{OperationQuantConfig, QuantizationState, TargetPrecision, TensorQuantConfig};
@@ -18,7 +25,7 @@ pub struct OnnxRuntimeQuantizer {
 
 impl Default for OnnxRuntimeQuantizer {
     fn default() -> Self {
-        Self { activation_bits: 8, weight_bits: 8, activation_signed: false, observer: "minmax".into() }
+        Self { activation_bits: 8, weight_bits: 7, activation_signed: false, observer: "minmax".into() }
     }
 }
 

@@ -1,0 +1,209 @@
+//! QDQ export and quantization JSON on the testdata models (default platform: fold BN,
+//! conservative dispatch, 8 calibration batches): the JSON round trip gives identical configs
+//! and simulation; the exported model in our executor and (when the Python venv exists) in ONNX
+//! Runtime matches the simulation within one output step. The full check is `cargo xtask
+//! qdq-check`.
+
+use mppq_dispatch::{DispatchContext, TargetPrecision, dispatcher_by_name};
+use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
+use mppq_ir::{Graph, Model, VarId};
+use mppq_onnx::export::qdq::{QdqOptions, export_qdq};
+use mppq_onnx::export::quant_json::{FORMAT, apply_quant_json, read_quant_json, to_quant_json, write_quant_json};
+use mppq_quant::calibrate::{CalibrationSetting, calibrate};
+use mppq_quant::metrics::snr_db;
+use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer, init_quantization};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn batch_files(model: &str) -> Vec<PathBuf> {
+    (0..8).map(|i| root().join(format!("testdata/{model}_calib/batch_{i:03}.npz"))).collect()
+}
+
+fn feeds(path: &Path, device: &Device) -> Vec<(String, Value)> {
+    mppq_api::npy::read_npz(path)
+        .unwrap()
+        .into_iter()
+        .map(|(n, d)| (n, Value::Tensor(Tensor::from_data(&d, device).unwrap())))
+        .collect()
+}
+
+fn float_model(name: &str) -> Model {
+    let mut m = mppq_onnx::load_model(root().join(format!("testdata/{name}.onnx"))).unwrap();
+    mppq_ir::morph::fold_batchnorm(&mut m.graph).unwrap();
+    m
+}
+
+fn executor(m: &Model, device: &Device) -> Executor {
+    let opsets = |d: &str| m.opset(d).unwrap_or(0);
+    Executor::new(&m.graph, &OpRegistry::builtin(), device, &opsets).unwrap()
+}
+
+fn quantized(name: &str, device: &Device) -> (Model, Vec<Vec<(String, Value)>>) {
+    let mut m = float_model(name);
+    let q = OnnxRuntimeQuantizer::default();
+    let ctx = DispatchContext::new(TargetPrecision::Int8, q.quant_operation_types());
+    dispatcher_by_name("conservative").unwrap().dispatch(&m.graph, &ctx).unwrap().apply(&mut m.graph).unwrap();
+    init_quantization(&mut m.graph, &q).unwrap();
+    let data: Vec<_> = batch_files(name).iter().map(|f| feeds(f, device)).collect();
+    let exec = executor(&m, device);
+    calibrate(&mut m.graph, &exec, &data, &CalibrationSetting::default(), |_, _, _| {}).unwrap();
+    (m, data)
+}
+
+fn run(exec: &Executor, graph: Option<&Graph>, batch: &[(String, Value)]) -> Vec<Vec<f32>> {
+    let out = match graph {
+        Some(g) => {
+            let mut sim = QuantSimulation::new(g, BurnFakeQuant);
+            exec.run(batch.to_vec(), &mut [&mut sim]).unwrap()
+        }
+        None => exec.run(batch.to_vec(), &mut []).unwrap(),
+    };
+    out.into_iter().map(|(_, v)| v.as_tensor().unwrap().to_f32_vec()).collect()
+}
+
+/// Scale of the output config that decides a graph output (through data-movement ops), or for
+/// a float output the largest step among its producer's quantized inputs.
+fn output_step(g: &Graph, var: VarId) -> f32 {
+    fn config_step(g: &Graph, mut v: VarId) -> Option<f32> {
+        loop {
+            let op = g.operation(g.producer(v)?).ok()?;
+            let slot = op.outputs().iter().position(|o| *o == Some(v))?;
+            if let Some(c) = op.quant_config.as_ref().and_then(|q| q.output_configs[slot].clone()) {
+                return Some(c.scale[0]);
+            }
+            if !matches!(op.op_type.as_str(), "Reshape" | "Flatten" | "Transpose") {
+                return None;
+            }
+            v = op.inputs()[0]?;
+        }
+    }
+    config_step(g, var)
+        .or_else(|| {
+            let op = g.operation(g.producer(var)?).ok()?;
+            op.input_ids().filter_map(|v| config_step(g, v)).reduce(f32::max)
+        })
+        .unwrap()
+}
+
+fn within_one_step(a: &[f32], b: &[f32], step: f32) -> usize {
+    a.iter().zip(b).filter(|(x, y)| (*x - *y).abs() <= step * 1.0001).count()
+}
+
+#[test]
+fn quant_json_round_trip_gives_identical_configs_and_simulation() {
+    let device = Device::cpu();
+    let (m, data) = quantized("tiny_cnn", &device);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quant.json");
+    write_quant_json(&m, &path).unwrap();
+    let json = read_quant_json(&path).unwrap();
+    assert_eq!(json.format, FORMAT);
+    assert_eq!(json, to_quant_json(&m).unwrap());
+    // Every quantized tensor is listed once, with its scale; the Conv weights per channel.
+    let w = &json.tensors["conv1.weight"];
+    assert_eq!((w.bits, w.quant_min, w.quant_max, w.axis), (7, -64, 63, Some(0)));
+    assert_eq!(w.scale.len(), 16);
+    assert!(json.tensors.contains_key("input"));
+
+    let mut fresh = float_model("tiny_cnn");
+    apply_quant_json(&mut fresh.graph, &json).unwrap();
+    for ((_, a), (_, b)) in m.graph.operations().zip(fresh.graph.operations()) {
+        assert_eq!((a.precision, &a.quant_config), (b.precision, &b.quant_config), "{}", a.name);
+    }
+    let (ea, eb) = (executor(&m, &device), executor(&fresh, &device));
+    for batch in &data[..2] {
+        assert_eq!(run(&ea, Some(&m.graph), batch), run(&eb, Some(&fresh.graph), batch));
+    }
+}
+
+#[test]
+fn quant_json_errors_name_the_problem() {
+    let device = Device::cpu();
+    let (m, _) = quantized("detect_branch", &device);
+    let mut json = to_quant_json(&m).unwrap();
+    let mut other = float_model("tiny_cnn");
+    let err = apply_quant_json(&mut other.graph, &json).unwrap_err().to_string();
+    assert!(err.contains("is not in the graph"), "{err}");
+
+    let mut fresh = float_model("detect_branch");
+    let before = fresh.clone();
+    let (_, conv) = json.operations.iter_mut().find(|(_, o)| o.op_type == "Conv").unwrap();
+    conv.inputs.as_mut().unwrap()[0].as_mut().unwrap().tensor = "nope".into();
+    let err = apply_quant_json(&mut fresh.graph, &json).unwrap_err().to_string();
+    assert!(err.contains("`nope`"), "{err}");
+    assert_eq!(fresh, before, "a failed apply changes nothing");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.json");
+    std::fs::write(&path, r#"{"format":"other","graph":"","operations":{},"tensors":{}}"#).unwrap();
+    let err = read_quant_json(&path).unwrap_err().to_string();
+    assert!(err.contains("bad.json") && err.contains(FORMAT), "{err}");
+}
+
+/// (model, % of ORT outputs within one step, SNR ORT, SNR sim) when the venv exists.
+fn check(name: &str) -> Option<(f64, f64, f64)> {
+    let device = Device::cpu();
+    let (m, data) = quantized(name, &device);
+    let exported = export_qdq(&m, &QdqOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.qdq.onnx");
+    mppq_onnx::save_model(&exported, &path, &Default::default()).unwrap();
+    let reloaded = mppq_onnx::load_model(&path).unwrap();
+    let (sim_exec, ours) = (executor(&m, &device), executor(&reloaded, &device));
+    let steps: Vec<f32> = m.graph.outputs().iter().map(|v| output_step(&m.graph, *v)).collect();
+
+    let venv = std::env::var_os("MPPQ_VENV").map(PathBuf::from).unwrap_or_else(|| root().join("target/mppq-venv"));
+    let python = venv.join("bin/python");
+    let ort_ran = python.exists()
+        && std::process::Command::new(&python)
+            .arg(root().join("xtask/python/ort_qdq.py"))
+            .arg(&path)
+            .arg(dir.path())
+            .args(batch_files(name))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+    if !ort_ran {
+        assert!(std::env::var_os("MPPQ_REQUIRE_ORT").is_none(), "ONNX Runtime venv {} is missing", venv.display());
+    }
+    let (mut fp, mut sim, mut ort) = (vec![], vec![], vec![]);
+    let (mut ok, mut total) = (0, 0);
+    for (i, batch) in data.iter().enumerate() {
+        let s = run(&sim_exec, Some(&m.graph), batch);
+        let o = run(&ours, None, batch);
+        for (k, (a, b)) in o.iter().zip(&s).enumerate() {
+            assert_eq!(within_one_step(a, b, steps[k]), b.len(), "{name}: our executor on the export vs the simulation");
+        }
+        if ort_ran {
+            let out = mppq_api::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz"))).unwrap();
+            for (k, name) in m.graph.outputs().iter().map(|v| m.graph.var_name(*v)).enumerate() {
+                let r = out.iter().find(|(n, _)| n == name).unwrap().1.to_f32_vec().unwrap();
+                ok += within_one_step(&r, &s[k], steps[k]);
+                total += r.len();
+                ort.extend(r);
+            }
+        }
+        fp.extend(run(&sim_exec, None, batch).concat());
+        sim.extend(s.concat());
+    }
+    ort_ran.then(|| (100.0 * ok as f64 / total as f64, snr_db(&fp, &ort), snr_db(&fp, &sim)))
+}
+
+#[test]
+fn export_matches_simulation_in_our_executor_and_onnx_runtime() {
+    for name in ["tiny_cnn", "detect_branch", "tiny_transformer"] {
+        match check(name) {
+            Some((pct, snr_ort, snr_sim)) => {
+                println!("{name}: {pct:.3} % within one step, SNR ORT {snr_ort:.2} dB, sim {snr_sim:.2} dB");
+                assert!(pct >= 99.9, "{name}: {pct:.3} %");
+                assert!((snr_ort - snr_sim).abs() <= 0.1, "{name}: ORT {snr_ort:.2} dB vs sim {snr_sim:.2} dB");
+                assert!(snr_sim > 30.0, "{name}: {snr_sim:.2} dB");
+            }
+            None => println!("{name}: no ONNX Runtime venv; compared our executor only"),
+        }
+    }
+}

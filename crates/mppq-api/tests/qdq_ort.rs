@@ -144,15 +144,23 @@ fn quant_json_errors_name_the_problem() {
 }
 
 /// (model, % of ORT outputs within one step, SNR ORT, SNR sim) when the venv exists.
-fn check(name: &str) -> Option<(f64, f64, f64)> {
+fn check(name: &str, retarget: Option<Target>) -> Option<(f64, f64, f64)> {
     let device = Device::cpu();
-    let (m, data) = quantized(name, &device);
-    let exported = export_qdq(&m, &QdqOptions::default()).unwrap();
+    let (mut m, data) = quantized(name, &device);
+    if let Some(t) = retarget {
+        retarget_activations(&mut m.graph, t);
+    }
+    let fp8 = matches!(retarget, Some(Target::Fp8E4M3));
+    let exported = export_qdq(&m, &QdqOptions { allow_fp8: fp8, ..Default::default() }).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.qdq.onnx");
     mppq_onnx::save_model(&exported, &path, &Default::default()).unwrap();
+    if let Some(keep) = std::env::var_os("MPPQ_QDQ_KEEP") {
+        std::fs::copy(&path, Path::new(&keep).join(format!("{name}-{retarget:?}.qdq.onnx"))).unwrap();
+    }
     let reloaded = mppq_onnx::load_model(&path).unwrap();
-    let (sim_exec, ours) = (executor(&m, &device), executor(&reloaded, &device));
+    let sim_exec = executor(&m, &device);
+    let ours = if matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3)) { executor(&m, &device) } else { executor(&reloaded, &device) };
     let steps: Vec<f32> = m.graph.outputs().iter().map(|v| output_step(&m.graph, *v)).collect();
 
     let venv = std::env::var_os("MPPQ_VENV").map(PathBuf::from).unwrap_or_else(|| root().join("target/mppq-venv"));
@@ -163,19 +171,23 @@ fn check(name: &str) -> Option<(f64, f64, f64)> {
             .arg(&path)
             .arg(dir.path())
             .args(batch_files(name))
+            .args(["--opt", if fp8 { "basic" } else { "all" }])
             .stdout(std::process::Stdio::null())
             .status()
             .unwrap()
             .success();
     if !ort_ran {
+        assert!(!python.exists(), "{name} {retarget:?}: ONNX Runtime failed on the export");
         assert!(std::env::var_os("MPPQ_REQUIRE_ORT").is_none(), "ONNX Runtime venv {} is missing", venv.display());
     }
     let (mut fp, mut sim, mut ort) = (vec![], vec![], vec![]);
     let (mut ok, mut total) = (0, 0);
     for (i, batch) in data.iter().enumerate() {
         let s = run(&sim_exec, Some(&m.graph), batch);
-        let o = run(&ours, None, batch);
-        for (k, (a, b)) in o.iter().zip(&s).enumerate() {
+        let o = if matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3)) { vec![] } else { run(&ours, None, batch) };
+        // Our QuantizeLinear holds no 4-bit or FP8 tensors.
+        let ours_can = !matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3));
+        for (k, (a, b)) in o.iter().zip(&s).enumerate().filter(|_| ours_can) {
             assert_eq!(within_one_step(a, b, steps[k]), b.len(), "{name}: our executor on the export vs the simulation");
         }
         if ort_ran {
@@ -193,10 +205,71 @@ fn check(name: &str) -> Option<(f64, f64, f64)> {
     ort_ran.then(|| (100.0 * ok as f64 / total as f64, snr_db(&fp, &ort), snr_db(&fp, &sim)))
 }
 
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Uint4,
+    Uint6,
+    Uint16,
+    Fp8E4M3,
+}
+
+/// Rewrites every calibrated 8-bit activation config to another format over the same float
+/// range (weights and biases keep theirs), to exercise the low-bit, 16-bit and FP8 exports.
+fn retarget_activations(g: &mut Graph, t: Target) {
+    use mppq_ir::quant::{QuantizationPolicy, QuantizationProperty as P};
+    let ids: Vec<_> = g.operations().map(|(id, _)| id).collect();
+    for id in ids {
+        let Some(qc) = g.operation_mut(id).unwrap().quant_config.as_mut() else { continue };
+        for c in qc.input_configs.iter_mut().chain(qc.output_configs.iter_mut()).flatten() {
+            if c.num_of_bits != 8 || c.quant_min != 0 {
+                continue;
+            }
+            let (lo, hi) = ((0.0 - c.offset[0]) * c.scale[0], (255.0 - c.offset[0]) * c.scale[0]);
+            match t {
+                Target::Fp8E4M3 => {
+                    c.policy = QuantizationPolicy::new(&[P::PerTensor, P::Floating, P::Symmetric]).unwrap();
+                    (c.exponent_bits, c.mantissa_bits, c.quant_min, c.quant_max) = (4, 3, -448, 448);
+                    c.scale = vec![lo.abs().max(hi) / 448.0];
+                    c.offset = vec![0.0];
+                }
+                _ => {
+                    let bits = match t {
+                        Target::Uint4 => 4,
+                        Target::Uint6 => 6,
+                        _ => 16,
+                    };
+                    let qmax = (1i64 << bits) - 1;
+                    (c.num_of_bits, c.quant_max) = (bits, qmax);
+                    c.scale = vec![(hi - lo) / qmax as f32];
+                    c.offset = vec![(-lo / c.scale[0]).round().clamp(0.0, qmax as f32)];
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn low_bit_sixteen_bit_and_fp8_exports_match_in_onnx_runtime() {
+    for (name, t) in [("tiny_cnn", Target::Uint4), ("tiny_cnn", Target::Uint6), ("tiny_cnn", Target::Uint16), ("detect_branch", Target::Fp8E4M3), ("tiny_transformer", Target::Fp8E4M3)] {
+        match check(name, Some(t)) {
+            Some((pct, snr_ort, snr_sim)) => {
+                println!("{name} {t:?}: {pct:.3} % within one step, SNR ORT {snr_ort:.2} dB, sim {snr_sim:.2} dB");
+                // ORT has no 16-bit integer kernels: it runs these ops in float, and its
+                // summation order differs from ours by more than a 16-bit step on 1 of the 80
+                // logits (ORT with and without graph optimisations agree exactly).
+                let min = if matches!(t, Target::Uint16) { 98.0 } else { 99.9 };
+                assert!(pct >= min, "{t:?}: {pct:.3} %");
+                assert!((snr_ort - snr_sim).abs() <= 0.1, "{t:?}: ORT {snr_ort:.2} dB vs sim {snr_sim:.2} dB");
+            }
+            None => println!("{name} {t:?}: no ONNX Runtime venv"),
+        }
+    }
+}
+
 #[test]
 fn export_matches_simulation_in_our_executor_and_onnx_runtime() {
     for name in ["tiny_cnn", "detect_branch", "tiny_transformer"] {
-        match check(name) {
+        match check(name, None) {
             Some((pct, snr_ort, snr_sim)) => {
                 println!("{name}: {pct:.3} % within one step, SNR ORT {snr_ort:.2} dB, sim {snr_sim:.2} dB");
                 assert!(pct >= 99.9, "{name}: {pct:.3} %");

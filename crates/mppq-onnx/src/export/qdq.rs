@@ -31,11 +31,16 @@ pub struct QdqOptions {
     /// Lowest default-domain opset to write; raised further when a feature needs it (13 for
     /// per-channel, 19 for FP8, 21 for 4- and 16-bit types). Never lowered.
     pub min_opset: i64,
+    /// Export FP8 (E4M3FN / E5M2) configs as FLOAT8 Q/DQ at opset 19. Off by default: ONNX
+    /// Runtime 1.31's CPU EP runs FLOAT8 Q/DQ, but with its default optimisations its QDQ
+    /// fusions hand FLOAT8 tensors to MaxPool / QLinearSigmoid and the session fails to load
+    /// ("Type 'tensor(float8e4m3fn)' … is invalid"); such exports need `ORT_ENABLE_BASIC`.
+    pub allow_fp8: bool,
 }
 
 impl Default for QdqOptions {
     fn default() -> Self {
-        Self { weights_as_integers: true, quantize_bias: true, min_opset: 13 }
+        Self { weights_as_integers: true, quantize_bias: true, min_opset: 13, allow_fp8: false }
     }
 }
 
@@ -49,7 +54,11 @@ struct QFormat {
     ir: i64,
 }
 
-fn format_of(c: &TensorQuantConfig) -> std::result::Result<QFormat, String> {
+/// `param`: the config quantizes an initializer (4-bit parameters are stored as INT4/UINT4;
+/// 4-bit activations use 8-bit Q/DQ with a Clip, because ORT 1.31 moves MaxPool between a
+/// UINT4 Q and DQ and then refuses the graph: "Type 'tensor(uint4)' … of operator (MaxPool) is
+/// invalid").
+fn format_of(c: &TensorQuantConfig, param: bool) -> std::result::Result<QFormat, String> {
     if c.policy.is_floating() {
         let (dtype, max) = match (c.exponent_bits, c.mantissa_bits) {
             (4, 3) => (DataType::Float8E4M3FN, 448),
@@ -70,8 +79,8 @@ fn format_of(c: &TensorQuantConfig) -> std::result::Result<QFormat, String> {
     let signed = c.quant_min < 0;
     let (dtype, opset, ir) = match (c.num_of_bits, signed) {
         (32, _) => (DataType::Int32, 13, 7),
-        (4, true) => (DataType::Int4, 21, 10),
-        (4, false) => (DataType::Uint4, 21, 10),
+        (4, true) if param => (DataType::Int4, 21, 10),
+        (4, false) if param => (DataType::Uint4, 21, 10),
         (2..=8, true) => (DataType::Int8, 13, 7),
         (2..=8, false) => (DataType::Uint8, 13, 7),
         (9..=16, true) => (DataType::Int16, 21, 10),
@@ -150,7 +159,7 @@ fn unsupported(g: &Graph, op: OpId, var: VarId, message: String) -> ExportError 
 /// The exported configs: (outputs, activation inputs, parameter inputs), in graph order.
 type Plan = (Vec<Site>, Vec<Site>, Vec<Site>);
 
-fn plan(g: &Graph) -> Result<Plan> {
+fn plan(g: &Graph, options: &QdqOptions) -> Result<Plan> {
     let (mut outs, mut acts, mut params) = (Vec::new(), Vec::new(), Vec::new());
     for (id, op) in g.operations() {
         let Some(qc) = op.quant_config.as_ref() else { continue };
@@ -162,9 +171,12 @@ fn plan(g: &Graph) -> Result<Plan> {
                     continue;
                 }
                 config.validate().map_err(|e| unsupported(g, id, *var, e.to_string()))?;
-                let format = format_of(config).map_err(|m| unsupported(g, id, *var, m))?;
-                let site = Site { op: id, slot, var: *var, config: config.clone(), format };
                 let is_param = g.variable(*var)?.value.is_some();
+                let format = format_of(config, is_param).map_err(|m| unsupported(g, id, *var, m))?;
+                if config.policy.is_floating() && !options.allow_fp8 {
+                    return Err(unsupported(g, id, *var, "FP8 Q/DQ: ONNX Runtime 1.31 (CPU, default optimisations) cannot load FP8 QDQ graphs (its QDQ fusions give FLOAT8 to MaxPool / QLinearSigmoid); set QdqOptions::allow_fp8 to export for ORT_ENABLE_BASIC or another runtime".into()));
+                }
+                let site = Site { op: id, slot, var: *var, config: config.clone(), format };
                 if !is_param && config.rounding != RoundingPolicy::HalfEven {
                     return Err(unsupported(g, id, *var, format!(
                         "rounding {:?}: QuantizeLinear rounds half to even; use half_even for activations",
@@ -323,7 +335,7 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
 /// QuantizeLinear/DequantizeLinear. The input model is not modified.
 pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     let mut out = model.clone();
-    let (outs, acts, params) = plan(&out.graph)?;
+    let (outs, acts, params) = plan(&out.graph, options)?;
     let all = outs.iter().chain(&acts).chain(&params);
     let mut opset = options.min_opset.max(model.opset("").unwrap_or(1));
     let mut why = "per-channel Q/DQ".to_string();
@@ -596,12 +608,27 @@ mod tests {
 
     #[test]
     fn low_bit_sixteen_bit_and_fp8_types_and_opsets() {
-        // 4 bits: UINT4 Q/DQ at opset 21, IR 10, no Clip.
+        // 4-bit activation: uint8 Q/DQ with a Clip to [0, 15·s], opset 13.
         let m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (4, 15));
         let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+        assert_eq!(out.opset(""), Some(13));
+        assert_eq!(init(&out.graph, "z_zero_point").dtype(), DataType::Uint8);
+        let clip = &ops(&out.graph, "Clip")[0];
+        let hi = out.graph.variable(clip.inputs()[2].unwrap()).unwrap().value.clone().unwrap();
+        assert_eq!(hi.to_f32_vec().unwrap(), vec![15.0 * 0.005]);
+        // 4-bit weight: INT4 initializer (packed, low nibble first) at opset 21, IR 10.
+        let mut m = model();
+        let conv = m.graph.op_id("conv").unwrap();
+        let qc = m.graph.operation_mut(conv).unwrap().quant_config.as_mut().unwrap();
+        let w = qc.input_configs[1].as_mut().unwrap();
+        (w.num_of_bits, w.quant_min, w.quant_max) = (4, -8, 7);
+        w.scale = vec![0.5 / 7.0, 0.2 / 7.0, 0.63 / 7.0];
+        let out = export_qdq(&m, &QdqOptions::default()).unwrap();
         assert_eq!((out.opset(""), out.ir_version), (Some(21), 10));
-        assert_eq!(init(&out.graph, "z_zero_point").dtype(), DataType::Uint4);
-        assert!(ops(&out.graph, "Clip").is_empty());
+        let wq = init(&out.graph, "W_quantized");
+        assert_eq!(wq.dtype(), DataType::Int4);
+        // Values [7, -3, 4, 7, -7, 3] (f32 division: -0.25 / (0.5/7) = -3.4999998): pairs low nibble first.
+        assert_eq!(wq.packed().unwrap(), &[0xd7, 0x74, 0x39]);
         // 6 bits: uint8 Q with a Clip to [(0−o)·s, (63−o)·s] before it, opset stays 13.
         let m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (6, 63));
         let out = export_qdq(&m, &QdqOptions::default()).unwrap();
@@ -620,14 +647,16 @@ mod tests {
             (c.num_of_bits, c.exponent_bits, c.mantissa_bits, c.quant_min, c.quant_max) = (8, 4, 3, -448, 448);
             c.offset = vec![0.0];
         });
-        let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+        let err = export_qdq(&m, &QdqOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("`relu`") && err.contains("`z`") && err.contains("allow_fp8"), "{err}");
+        let out = export_qdq(&m, &QdqOptions { allow_fp8: true, ..Default::default() }).unwrap();
         assert_eq!((out.opset(""), out.ir_version), (Some(19), 9));
         assert_eq!(init(&out.graph, "z_zero_point").dtype(), DataType::Float8E4M3FN);
     }
 
     #[test]
     fn opset_raise_refuses_ops_whose_meaning_changed() {
-        let mut m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (4, 15));
+        let mut m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (16, 65535));
         let g = &mut m.graph;
         let z = g.var_named("z").unwrap();
         let r = g.add_variable(Variable::new("r")).unwrap();

@@ -197,19 +197,25 @@ fn plan(g: &Graph, options: &QdqOptions) -> Result<Plan> {
     Ok((outs, acts, params))
 }
 
-/// Integers of `data` under `c` with the simulation's arithmetic: `v = x / s` in f32, the
-/// config's rounding, `+ offset`, clamp to `[quant_min, quant_max]`.
-fn quantize_values(data: &[f32], shape: &[usize], c: &TensorQuantConfig) -> std::result::Result<Vec<i64>, String> {
+/// `(channels, inner)`: how a row-major tensor of `shape` splits around `c`'s channel axis.
+fn channel_split(shape: &[usize], len: usize, c: &TensorQuantConfig) -> std::result::Result<(usize, usize), String> {
     let (channels, inner) = match c.channel_axis {
-        None => (1, data.len().max(1)),
+        None => (1, len.max(1)),
         Some(axis) => {
             let ch = *shape.get(axis).ok_or_else(|| format!("channel axis {axis} out of range for shape {shape:?}"))?;
             (ch, shape[axis + 1..].iter().product::<usize>().max(1))
         }
     };
-    if c.scale.len() != channels {
+    if c.scale.len() != channels || c.offset.len() != channels {
         return Err(format!("{} scales for {channels} channels (shape {shape:?})", c.scale.len()));
     }
+    Ok((channels, inner))
+}
+
+/// Integers of `data` under `c` with the simulation's arithmetic: `v = x / s` in f32, the
+/// config's rounding, `+ offset`, clamp to `[quant_min, quant_max]`.
+fn quantize_values(data: &[f32], shape: &[usize], c: &TensorQuantConfig) -> std::result::Result<Vec<i64>, String> {
+    let (channels, inner) = channel_split(shape, data.len(), c)?;
     Ok(data
         .iter()
         .enumerate()
@@ -220,6 +226,20 @@ fn quantize_values(data: &[f32], shape: &[usize], c: &TensorQuantConfig) -> std:
             q.clamp(c.quant_min as f64, c.quant_max as f64) as i64
         })
         .collect())
+}
+
+/// `(q − offset) · scale` in f32, as the simulation dequantizes (only after [`quantize_values`]
+/// accepted the same shape and config).
+fn dequantize_values(ints: &[i64], shape: &[usize], c: &TensorQuantConfig) -> Vec<f32> {
+    let (channels, inner) = channel_split(shape, ints.len(), c).unwrap_or((1, ints.len().max(1)));
+    ints.iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let ch = (i / inner) % channels;
+            let (s, o) = (c.scale.get(ch).copied().unwrap_or(1.0), c.offset.get(ch).copied().unwrap_or(0.0));
+            (*q as f32 - o) * s
+        })
+        .collect()
 }
 
 /// Integer values as a tensor of `dtype` (4-bit types packed two per byte, low nibble first).
@@ -287,9 +307,14 @@ fn add_pair(g: &mut Graph, src: VarId, dst: VarId, c: &TensorQuantConfig, f: QFo
     Ok(())
 }
 
-/// Operations whose meaning changed between opsets (attribute became an input), by the
-/// opset where it changed and the attribute that marks the old form.
-const OPSET_BREAKS: [(&str, i64, &str); 13] = [
+/// Operations whose meaning changed between opsets (an attribute became an input or was
+/// removed), by the opset where it changed and the attribute that marks the old form.
+const OPSET_BREAKS: [(&str, i64, &str); 17] = [
+    ("Slice", 10, "starts"),
+    ("TopK", 10, "k"),
+    ("Clip", 11, "min"),
+    ("Clip", 11, "max"),
+    ("Pad", 11, "pads"),
     ("Squeeze", 13, "axes"),
     ("Unsqueeze", 13, "axes"),
     ("ReduceSum", 13, "axes"),
@@ -302,8 +327,29 @@ const OPSET_BREAKS: [(&str, i64, &str); 13] = [
     ("ReduceL2", 18, "axes"),
     ("ReduceLogSum", 18, "axes"),
     ("ReduceLogSumExp", 18, "axes"),
-    ("ReduceSumSquare", 18, "axes"),
 ];
+
+/// Whether `op` means something else at opset `to` than at `from`, beyond [`OPSET_BREAKS`]:
+/// returns the opset where it changed.
+fn changes_meaning(op: &Operation, from: i64, to: i64) -> Option<i64> {
+    let crosses = |at: i64| from < at && to >= at;
+    for (ty, changed, attr) in OPSET_BREAKS {
+        if op.op_type == ty && crosses(changed) && op.attr(attr).is_some() {
+            return Some(changed);
+        }
+    }
+    match op.op_type.as_str() {
+        // ReduceSumSquare's axes became an input at 18 as well.
+        "ReduceSumSquare" if crosses(18) && op.attr("axes").is_some() => Some(18),
+        // Before 13 these flatten to 2-D around `axis` (default 1); from 13 they work along
+        // `axis` (default -1). Only axis = -1 means the same in both.
+        "Softmax" | "LogSoftmax" | "Hardmax" if crosses(13) && op.attr_int("axis", 1).ok() != Some(-1) => Some(13),
+        // Split without a `split` input divides into equal parts; from 18 that needs `num_outputs`.
+        "Split" if crosses(18) && op.outputs().len() > 1 && op.inputs().get(1).copied().flatten().is_none() => Some(18),
+        "Upsample" if crosses(10) => Some(10),
+        _ => None,
+    }
+}
 
 fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
     let from = model.opset("").unwrap_or(1);
@@ -314,13 +360,8 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
         if !op.domain.is_empty() && op.domain != "ai.onnx" {
             continue;
         }
-        for (ty, changed, attr) in OPSET_BREAKS {
-            if op.op_type == ty && from < changed && to >= changed && op.attr(attr).is_some() {
-                return Err(ExportError::Opset { from, to, why: why.into(), op: op.name.clone(), op_type: ty.into(), changed });
-            }
-        }
-        if op.op_type == "Split" && from < 18 && to >= 18 && op.outputs().len() > 1 && op.inputs().get(1).copied().flatten().is_none() {
-            return Err(ExportError::Opset { from, to, why: why.into(), op: op.name.clone(), op_type: "Split".into(), changed: 18 });
+        if let Some(changed) = changes_meaning(op, from, to) {
+            return Err(ExportError::Opset { from, to, why: why.into(), op: op.name.clone(), op_type: op.op_type.clone(), changed });
         }
     }
     let ids: Vec<OpId> = model.graph.operations().filter(|(_, o)| o.domain.is_empty()).map(|(id, _)| id).collect();
@@ -423,17 +464,7 @@ fn export_parameter(g: &mut Graph, s: &Site, options: &QdqOptions, opset: i64) -
     let data = value.to_f32_vec().map_err(|e| unsupported(g, s.op, s.var, e.to_string()))?;
     let ints = quantize_values(&data, value.shape(), &s.config).map_err(|m| unsupported(g, s.op, s.var, m))?;
     if is_bias && !options.quantize_bias {
-        let fq: Vec<f32> = ints
-            .iter()
-            .enumerate()
-            .map(|(i, q)| {
-                let ch = s.config.channel_axis.map_or(0, |_| {
-                    let inner: usize = value.shape()[s.config.channel_axis.unwrap_or(0) + 1..].iter().product();
-                    (i / inner.max(1)) % s.config.scale.len()
-                });
-                (*q as f32 - s.config.offset[ch]) * s.config.scale[ch]
-            })
-            .collect();
+        let fq = dequantize_values(&ints, value.shape(), &s.config);
         let t = TensorData::from_vec(value.shape().to_vec(), &fq)?;
         return Ok(g.add_initializer(g.fresh_var_name(&format!("{base}_fake_quantized")), t)?);
     }
@@ -664,6 +695,23 @@ mod tests {
         g.add_operation(op, &[Some(z)], &[Some(r)]).unwrap();
         let err = export_qdq(&m, &QdqOptions::default()).unwrap_err().to_string();
         assert!(err.contains("`mean` (ReduceMean)") && err.contains("18") && err.contains("from 11 to 21"), "{err}");
+
+        // Softmax before 13 flattens around axis 1; only axis = -1 keeps its meaning.
+        for (axis, ok) in [(None, false), (Some(1), false), (Some(-1), true)] {
+            let mut m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (16, 65535));
+            let g = &mut m.graph;
+            let z = g.var_named("z").unwrap();
+            let r = g.add_variable(Variable::new("r")).unwrap();
+            let mut op = Operation::new("Softmax", "sm");
+            if let Some(a) = axis {
+                op = op.with_attr("axis", Attribute::Int(a));
+            }
+            g.add_operation(op, &[Some(z)], &[Some(r)]).unwrap();
+            match export_qdq(&m, &QdqOptions::default()) {
+                Ok(out) => assert!(ok && out.opset("") == Some(21), "{axis:?}"),
+                Err(e) => assert!(!ok && e.to_string().contains("`sm` (Softmax) changed meaning at opset 13"), "{axis:?}: {e}"),
+            }
+        }
     }
 
     #[test]

@@ -253,3 +253,71 @@ pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mppq_ir::{Operation, Variable};
+
+    /// x → Relu (input + output configs) → y → Sigmoid (input config dominated by the Relu
+    /// output) → z.
+    fn model() -> Model {
+        let mut g = Graph::new("g");
+        let [x, y, z] = ["x", "y", "z"].map(|n| g.add_variable(Variable::new(n)).unwrap());
+        g.add_graph_input(x).unwrap();
+        let relu = g.add_operation(Operation::new("Relu", "relu"), &[Some(x)], &[Some(y)]).unwrap();
+        let sig = g.add_operation(Operation::new("Sigmoid", "sig"), &[Some(y)], &[Some(z)]).unwrap();
+        g.add_graph_output(z).unwrap();
+        let mut c = TensorQuantConfig::linear(8, false, None).unwrap();
+        (c.scale, c.offset, c.state) = (vec![0.1], vec![3.0], QuantizationState::Activated);
+        let mut d = c.clone();
+        (d.state, d.dominated_by) = (QuantizationState::Overlapped, Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 }));
+        let op = g.operation_mut(relu).unwrap();
+        op.precision = TargetPrecision::Int8;
+        op.quant_config = Some(OperationQuantConfig { input_configs: vec![Some(c.clone())], output_configs: vec![Some(c)] });
+        let op = g.operation_mut(sig).unwrap();
+        op.precision = TargetPrecision::Int8;
+        op.quant_config = Some(OperationQuantConfig { input_configs: vec![Some(d)], output_configs: vec![None] });
+        Model::new(g, 13)
+    }
+
+    #[test]
+    fn schema_keys_and_dominance_by_name() {
+        let m = model();
+        let json = to_quant_json(&m).unwrap();
+        let v: serde_json::Value = serde_json::to_value(&json).unwrap();
+        let e = &v["operations"]["sig"]["inputs"][0];
+        assert_eq!(e["tensor"], "y");
+        assert_eq!(e["state"], "overlapped");
+        assert_eq!(e["dominated_by"], serde_json::json!({"op": "relu", "side": "output", "slot": 0, "tensor": "y"}));
+        assert_eq!(e["policy"], serde_json::json!(["per_tensor", "linear", "asymmetric"]));
+        assert_eq!((e["bits"].as_u64(), e["quant_max"].as_i64(), e["zero_point"][0].as_f64()), (Some(8), Some(255), Some(3.0)));
+        assert_eq!(v["operations"]["relu"]["precision"], "int8");
+        // y is listed once, with the producer's (active) config; x by its consumer's.
+        assert_eq!(json.tensors.keys().collect::<Vec<_>>(), ["y", "x"]);
+        assert_eq!(json.tensors["y"].state, QuantizationState::Activated);
+
+        let mut fresh = model();
+        let ids: Vec<_> = fresh.graph.operations().map(|(id, _)| id).collect();
+        for id in ids {
+            fresh.graph.operation_mut(id).unwrap().quant_config = None;
+        }
+        apply_quant_json(&mut fresh.graph, &json).unwrap();
+        assert_eq!(fresh, m);
+    }
+
+    #[test]
+    fn mismatched_type_or_slots_are_errors_and_change_nothing() {
+        let m = model();
+        let mut json = to_quant_json(&m).unwrap();
+        json.operations["sig"].op_type = "Tanh".into();
+        let mut g = m.graph.clone();
+        let err = apply_quant_json(&mut g, &json).unwrap_err().to_string();
+        assert!(err.contains("`sig` is a Sigmoid in the graph but a Tanh"), "{err}");
+        let mut json = to_quant_json(&m).unwrap();
+        json.operations["relu"].inputs.as_mut().unwrap().push(None);
+        let err = apply_quant_json(&mut g, &json).unwrap_err().to_string();
+        assert!(err.contains("`relu` has 1 inputs but the JSON gives 2"), "{err}");
+        assert_eq!(g, m.graph);
+    }
+}

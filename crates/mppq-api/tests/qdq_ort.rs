@@ -147,8 +147,10 @@ fn quant_json_errors_name_the_problem() {
 fn check(name: &str, retarget: Option<Target>) -> Option<(f64, f64, f64)> {
     let device = Device::cpu();
     let (mut m, data) = quantized(name, &device);
-    if let Some(t) = retarget {
-        retarget_activations(&mut m.graph, t);
+    match retarget {
+        Some(Target::FusedRelu) => fuse_relu(&mut m.graph),
+        Some(t) => retarget_activations(&mut m.graph, t),
+        None => {}
     }
     let fp8 = matches!(retarget, Some(Target::Fp8E4M3));
     let exported = export_qdq(&m, &QdqOptions { allow_fp8: fp8, ..Default::default() }).unwrap();
@@ -211,6 +213,26 @@ enum Target {
     Uint6,
     Uint16,
     Fp8E4M3,
+    /// Conv output and Relu input configs `Overlapped` by the Relu output (what the quant
+    /// fusion pass produces), parameters copied from the dominator.
+    FusedRelu,
+}
+
+fn fuse_relu(g: &mut Graph) {
+    use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState};
+    let relus: Vec<_> = g.operations().filter(|(_, o)| o.op_type == "Relu" && o.quant_config.is_some()).map(|(id, _)| id).collect();
+    let mut fused = 0;
+    for relu in relus {
+        let x = g.operation(relu).unwrap().inputs()[0].unwrap();
+        let Some(conv) = g.producer(x).filter(|p| g.operation(*p).unwrap().op_type == "Conv" && g.consumers(x).len() == 1) else { continue };
+        let mut dom = g.operation(relu).unwrap().quant_config.as_ref().unwrap().output_configs[0].clone().unwrap();
+        dom.state = QuantizationState::Overlapped;
+        dom.dominated_by = Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 });
+        g.operation_mut(conv).unwrap().quant_config.as_mut().unwrap().output_configs[0] = Some(dom.clone());
+        g.operation_mut(relu).unwrap().quant_config.as_mut().unwrap().input_configs[0] = Some(dom);
+        fused += 1;
+    }
+    assert!(fused >= 1, "no Conv → Relu to fuse");
 }
 
 /// Rewrites every calibrated 8-bit activation config to another format over the same float
@@ -249,8 +271,8 @@ fn retarget_activations(g: &mut Graph, t: Target) {
 }
 
 #[test]
-fn low_bit_sixteen_bit_and_fp8_exports_match_in_onnx_runtime() {
-    for (name, t) in [("tiny_cnn", Target::Uint4), ("tiny_cnn", Target::Uint6), ("tiny_cnn", Target::Uint16), ("detect_branch", Target::Fp8E4M3), ("tiny_transformer", Target::Fp8E4M3)] {
+fn low_bit_sixteen_bit_fp8_and_fused_relu_exports_match_in_onnx_runtime() {
+    for (name, t) in [("tiny_cnn", Target::Uint4), ("tiny_cnn", Target::Uint6), ("tiny_cnn", Target::Uint16), ("detect_branch", Target::Fp8E4M3), ("tiny_transformer", Target::Fp8E4M3), ("tiny_cnn", Target::FusedRelu), ("detect_branch", Target::FusedRelu)] {
         match check(name, Some(t)) {
             Some((pct, snr_ort, snr_sim)) => {
                 println!("{name} {t:?}: {pct:.3} % within one step, SNR ORT {snr_ort:.2} dB, sim {snr_sim:.2} dB");

@@ -6,6 +6,7 @@ mod bench;
 mod conformance;
 mod proto;
 mod pyenv;
+mod qdq_check;
 mod roundtrip;
 #[cfg(test)]
 mod tidy;
@@ -73,6 +74,27 @@ enum Command {
     },
     /// Create (or update) the Python reference environment and print its interpreter path.
     Pyenv,
+    /// Quantize each testdata model, export QDQ, run it in ONNX Runtime and our executor, and
+    /// compare with the fake-quant simulation (non-zero exit when a model misses the targets).
+    QdqCheck {
+        /// Only these testdata models (default: every testdata/*.onnx).
+        #[arg(long = "model")]
+        models: Vec<String>,
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Measure an alternative weight width of the default platform.
+        #[arg(long)]
+        weight_bits: Option<u32>,
+        /// Measure an alternative activation width of the default platform.
+        #[arg(long)]
+        activation_bits: Option<u32>,
+        /// Measure int8 (instead of uint8) activations.
+        #[arg(long)]
+        activation_signed: Option<bool>,
+        /// ONNX Runtime graph optimisations: all, basic or none.
+        #[arg(long, default_value = "all")]
+        ort_opt: String,
+    },
 }
 
 fn main() -> Result<()> {
@@ -91,6 +113,10 @@ fn main() -> Result<()> {
         }
         Command::Bench { runs, warmup, threads, json, skip_resnet } => {
             bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet })
+        }
+        Command::QdqCheck { models, json, weight_bits, activation_bits, activation_signed, ort_opt } => {
+            let opts = qdq_check::Options { models, json, weight_bits, activation_bits, activation_signed, ort_opt };
+            if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::Pyenv => {
             println!("{}", pyenv::python()?.display());

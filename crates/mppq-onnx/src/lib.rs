@@ -8,6 +8,7 @@
 
 pub mod attribute;
 pub mod error;
+pub mod export;
 pub mod external;
 pub mod load;
 pub mod proto;

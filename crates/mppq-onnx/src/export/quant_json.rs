@@ -1,0 +1,323 @@
+//! The quantization-parameter JSON (`quant.json`): every operation's precision and every
+//! quantized tensor's parameters, written after calibration and applied back to a float graph
+//! (`--quant-config`) without recalibrating. The schema is documented in `docs/export.md`.
+
+use super::{ExportError, Result};
+use indexmap::IndexMap;
+use mppq_ir::quant::{
+    ConfigLocation, ConfigSide, OperationQuantConfig, QuantizationPolicy, QuantizationState, RoundingPolicy,
+    TargetPrecision, TensorQuantConfig,
+};
+use mppq_ir::{Graph, Model, OpId, VarId};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+/// Value of [`QuantJson::format`].
+pub const FORMAT: &str = "mppq-quant-json/1";
+
+/// The whole file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuantJson {
+    /// Always [`FORMAT`]; other values are rejected.
+    pub format: String,
+    /// The graph's name (informative).
+    pub graph: String,
+    /// Every operation by name, in graph order.
+    pub operations: IndexMap<String, OpEntry>,
+    /// Every quantized tensor by variable name: the config that decides its quantized value
+    /// (its producer's output config when exported, else the first consumer's input config).
+    pub tensors: IndexMap<String, TensorEntry>,
+}
+
+/// One operation: its precision and, when it carries configs, one entry per input/output slot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpEntry {
+    pub op_type: String,
+    pub precision: TargetPrecision,
+    /// `None`: the operation has no quantization config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<Option<TensorEntry>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<Option<TensorEntry>>>,
+}
+
+/// Where a config lives, by names (ids are not stable across loads).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotRef {
+    pub op: String,
+    pub side: ConfigSide,
+    pub slot: usize,
+    /// The tensor at that slot.
+    pub tensor: String,
+}
+
+/// One tensor config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorEntry {
+    /// The variable this config quantizes.
+    pub tensor: String,
+    pub bits: u32,
+    pub quant_min: i64,
+    pub quant_max: i64,
+    /// Floating formats only (E4M3: 4 and 3), else 0.
+    pub exponent_bits: u32,
+    pub mantissa_bits: u32,
+    /// One per tensor, or one per channel along `axis`.
+    pub scale: Vec<f32>,
+    pub zero_point: Vec<f32>,
+    pub axis: Option<usize>,
+    pub rounding: RoundingPolicy,
+    /// Property list, e.g. `["per_tensor","linear","asymmetric"]`.
+    pub policy: QuantizationPolicy,
+    pub observer: String,
+    pub state: QuantizationState,
+    /// The config this one shares its parameters with.
+    pub dominated_by: Option<SlotRef>,
+}
+
+fn location_ref(g: &Graph, loc: &ConfigLocation) -> Result<SlotRef> {
+    let op = g.operation(loc.op)?;
+    let vars = match loc.side {
+        ConfigSide::Input => op.inputs(),
+        ConfigSide::Output => op.outputs(),
+    };
+    let tensor = vars.get(loc.index).copied().flatten().map(|v| g.var_name(v).to_string()).unwrap_or_default();
+    Ok(SlotRef { op: op.name.clone(), side: loc.side, slot: loc.index, tensor })
+}
+
+fn entry(g: &Graph, var: Option<VarId>, c: &TensorQuantConfig) -> Result<TensorEntry> {
+    Ok(TensorEntry {
+        tensor: var.map(|v| g.var_name(v).to_string()).unwrap_or_default(),
+        bits: c.num_of_bits,
+        quant_min: c.quant_min,
+        quant_max: c.quant_max,
+        exponent_bits: c.exponent_bits,
+        mantissa_bits: c.mantissa_bits,
+        scale: c.scale.clone(),
+        zero_point: c.offset.clone(),
+        axis: c.channel_axis,
+        rounding: c.rounding,
+        policy: c.policy,
+        observer: c.observer.clone(),
+        state: c.state,
+        dominated_by: c.dominated_by.as_ref().map(|l| location_ref(g, l)).transpose()?,
+    })
+}
+
+fn slots(g: &Graph, vars: &[Option<VarId>], configs: &[Option<TensorQuantConfig>]) -> Result<Vec<Option<TensorEntry>>> {
+    configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.as_ref().map(|c| entry(g, vars.get(i).copied().flatten(), c)).transpose())
+        .collect()
+}
+
+/// The JSON of a model's quantization state.
+pub fn to_quant_json(model: &Model) -> Result<QuantJson> {
+    let g = &model.graph;
+    let mut operations = IndexMap::new();
+    let mut tensors: IndexMap<String, TensorEntry> = IndexMap::new();
+    let mut from_producer = std::collections::HashSet::new();
+    for (_, op) in g.operations() {
+        let (inputs, outputs) = match &op.quant_config {
+            Some(qc) => (Some(slots(g, op.inputs(), &qc.input_configs)?), Some(slots(g, op.outputs(), &qc.output_configs)?)),
+            None => (None, None),
+        };
+        for e in outputs.iter().flatten().flatten() {
+            if e.state.is_active() && e.state != QuantizationState::Overlapped {
+                from_producer.insert(e.tensor.clone());
+                tensors.insert(e.tensor.clone(), e.clone());
+            }
+        }
+        operations.insert(op.name.clone(), OpEntry { op_type: op.op_type.clone(), precision: op.precision, inputs, outputs });
+    }
+    for op in operations.values() {
+        for e in op.inputs.iter().flatten().flatten() {
+            let counts = (e.state.is_active() || e.state.is_baked()) && e.state != QuantizationState::Overlapped;
+            if counts && !from_producer.contains(&e.tensor) && !tensors.contains_key(&e.tensor) {
+                tensors.insert(e.tensor.clone(), e.clone());
+            }
+        }
+    }
+    Ok(QuantJson { format: FORMAT.into(), graph: g.name.clone(), operations, tensors })
+}
+
+/// Writes [`to_quant_json`] of `model` to `path` atomically (temp file + rename).
+pub fn write_quant_json(model: &Model, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    let fail = |message: String| ExportError::Json { file: file.clone(), message };
+    let json = serde_json::to_vec_pretty(&to_quant_json(model)?).map_err(|e| fail(e.to_string()))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| fail(format!("cannot create a temp file in {}: {e}", dir.display())))?;
+    tmp.write_all(&json).map_err(|e| fail(e.to_string()))?;
+    tmp.as_file().sync_all().map_err(|e| fail(e.to_string()))?;
+    tmp.persist(path).map_err(|e| fail(e.to_string()))?;
+    Ok(())
+}
+
+/// Reads and checks a quantization JSON file.
+pub fn read_quant_json(path: impl AsRef<Path>) -> Result<QuantJson> {
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| ExportError::Json { file: file.clone(), message: e.to_string() })?;
+    let json: QuantJson = serde_json::from_slice(&bytes).map_err(|e| ExportError::Json { file: file.clone(), message: e.to_string() })?;
+    if json.format != FORMAT {
+        return Err(ExportError::Json { file, message: format!("format `{}`, expected `{FORMAT}`", json.format) });
+    }
+    Ok(json)
+}
+
+fn bad(message: String) -> ExportError {
+    ExportError::Json { file: "<quant json>".into(), message }
+}
+
+fn config_of(g: &Graph, e: &TensorEntry) -> Result<TensorQuantConfig> {
+    let dominated_by = match &e.dominated_by {
+        None => None,
+        Some(r) => {
+            let op = g.op_id(&r.op).ok_or_else(|| bad(format!("tensor `{}` is dominated by a config of operation `{}`, which the graph does not have", e.tensor, r.op)))?;
+            Some(ConfigLocation { op, side: r.side, index: r.slot })
+        }
+    };
+    let c = TensorQuantConfig {
+        policy: e.policy,
+        rounding: e.rounding,
+        num_of_bits: e.bits,
+        quant_min: e.quant_min,
+        quant_max: e.quant_max,
+        exponent_bits: e.exponent_bits,
+        mantissa_bits: e.mantissa_bits,
+        scale: e.scale.clone(),
+        offset: e.zero_point.clone(),
+        channel_axis: e.axis,
+        observer: e.observer.clone(),
+        state: e.state,
+        dominated_by,
+    };
+    c.validate().map_err(|err| bad(format!("tensor `{}`: {err}", e.tensor)))?;
+    Ok(c)
+}
+
+fn configs_of(g: &Graph, op: &str, side: &str, vars: &[Option<VarId>], entries: &[Option<TensorEntry>]) -> Result<Vec<Option<TensorQuantConfig>>> {
+    if entries.len() != vars.len() {
+        return Err(bad(format!("operation `{op}` has {} {side}s but the JSON gives {}", vars.len(), entries.len())));
+    }
+    entries
+        .iter()
+        .zip(vars)
+        .map(|(e, v)| {
+            let Some(e) = e else { return Ok(None) };
+            let name = v.map(|v| g.var_name(v)).unwrap_or_default();
+            if name != e.tensor {
+                return Err(bad(format!("operation `{op}`: {side} is `{name}` in the graph but `{}` in the JSON (was the JSON written for this model, after the same fusions?)", e.tensor)));
+            }
+            config_of(g, e).map(Some)
+        })
+        .collect()
+}
+
+/// Puts the JSON's precisions and configs on `graph` (matched by operation name; types, slot
+/// counts and tensor names must agree). Operations the JSON does not list are left alone.
+/// Nothing is changed when an error is returned.
+pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
+    let mut updates: Vec<(OpId, TargetPrecision, Option<OperationQuantConfig>)> = Vec::new();
+    for (name, e) in &json.operations {
+        let id = graph.op_id(name).ok_or_else(|| bad(format!("operation `{name}` ({}) is not in the graph", e.op_type)))?;
+        let op = graph.operation(id)?;
+        if op.op_type != e.op_type {
+            return Err(bad(format!("operation `{name}` is a {} in the graph but a {} in the JSON", op.op_type, e.op_type)));
+        }
+        let config = match (&e.inputs, &e.outputs) {
+            (Some(i), Some(o)) => Some(OperationQuantConfig {
+                input_configs: configs_of(graph, name, "input", op.inputs(), i)?,
+                output_configs: configs_of(graph, name, "output", op.outputs(), o)?,
+            }),
+            (None, None) => None,
+            _ => return Err(bad(format!("operation `{name}`: give both `inputs` and `outputs`, or neither"))),
+        };
+        updates.push((id, e.precision, config));
+    }
+    for (id, precision, config) in updates {
+        let op = graph.operation_mut(id)?;
+        op.precision = precision;
+        op.quant_config = config;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mppq_ir::{Operation, Variable};
+
+    /// x → Relu (input + output configs) → y → Sigmoid (input config dominated by the Relu
+    /// output) → z.
+    fn model() -> Model {
+        let mut g = Graph::new("g");
+        let [x, y, z] = ["x", "y", "z"].map(|n| g.add_variable(Variable::new(n)).unwrap());
+        g.add_graph_input(x).unwrap();
+        let relu = g.add_operation(Operation::new("Relu", "relu"), &[Some(x)], &[Some(y)]).unwrap();
+        let sig = g.add_operation(Operation::new("Sigmoid", "sig"), &[Some(y)], &[Some(z)]).unwrap();
+        g.add_graph_output(z).unwrap();
+        let mut c = TensorQuantConfig::linear(8, false, None).unwrap();
+        (c.scale, c.offset, c.state) = (vec![0.1], vec![3.0], QuantizationState::Activated);
+        let mut d = c.clone();
+        (d.state, d.dominated_by) = (QuantizationState::Overlapped, Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 }));
+        let op = g.operation_mut(relu).unwrap();
+        op.precision = TargetPrecision::Int8;
+        op.quant_config = Some(OperationQuantConfig { input_configs: vec![Some(c.clone())], output_configs: vec![Some(c)] });
+        let op = g.operation_mut(sig).unwrap();
+        op.precision = TargetPrecision::Int8;
+        op.quant_config = Some(OperationQuantConfig { input_configs: vec![Some(d)], output_configs: vec![None] });
+        Model::new(g, 13)
+    }
+
+    #[test]
+    fn schema_keys_and_dominance_by_name() {
+        let m = model();
+        let json = to_quant_json(&m).unwrap();
+        let v: serde_json::Value = serde_json::to_value(&json).unwrap();
+        let e = &v["operations"]["sig"]["inputs"][0];
+        assert_eq!(e["tensor"], "y");
+        assert_eq!(e["state"], "overlapped");
+        assert_eq!(e["dominated_by"], serde_json::json!({"op": "relu", "side": "output", "slot": 0, "tensor": "y"}));
+        assert_eq!(e["policy"], serde_json::json!(["per_tensor", "linear", "asymmetric"]));
+        assert_eq!((e["bits"].as_u64(), e["quant_max"].as_i64(), e["zero_point"][0].as_f64()), (Some(8), Some(255), Some(3.0)));
+        assert_eq!(v["operations"]["relu"]["precision"], "int8");
+        // y is listed once, with the producer's (active) config; x by its consumer's.
+        assert_eq!(json.tensors.keys().collect::<Vec<_>>(), ["y", "x"]);
+        assert_eq!(json.tensors["y"].state, QuantizationState::Activated);
+
+        let mut fresh = model();
+        let ids: Vec<_> = fresh.graph.operations().map(|(id, _)| id).collect();
+        for id in ids {
+            fresh.graph.operation_mut(id).unwrap().quant_config = None;
+        }
+        apply_quant_json(&mut fresh.graph, &json).unwrap();
+        assert_eq!(fresh, m);
+    }
+
+    #[test]
+    fn mismatched_type_or_slots_are_errors_and_change_nothing() {
+        let m = model();
+        let mut json = to_quant_json(&m).unwrap();
+        json.operations["sig"].op_type = "Tanh".into();
+        let mut g = m.graph.clone();
+        let err = apply_quant_json(&mut g, &json).unwrap_err().to_string();
+        assert!(err.contains("`sig` is a Sigmoid in the graph but a Tanh"), "{err}");
+        let mut json = to_quant_json(&m).unwrap();
+        json.operations["relu"].inputs.as_mut().unwrap().push(None);
+        let err = apply_quant_json(&mut g, &json).unwrap_err().to_string();
+        assert!(err.contains("`relu` has 1 inputs but the JSON gives 2"), "{err}");
+        assert_eq!(g, m.graph);
+    }
+}

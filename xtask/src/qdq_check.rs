@@ -1,0 +1,281 @@
+//! `cargo xtask qdq-check`: the proof that a QDQ export computes what our simulation computes.
+//! For each testdata model: quantize (default platform, 8 calibration batches), export QDQ, run
+//! the export in ONNX Runtime (default optimisations: fused integer kernels) and in our own
+//! executor, run the fake-quant simulation, and compare on the calibration batches.
+
+use anyhow::{Context, Result, anyhow, bail};
+use mppq_dispatch::{DispatchContext, TargetPrecision, dispatcher_by_name};
+use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
+use mppq_ir::quant::TensorQuantConfig;
+use mppq_ir::{Graph, Model, VarId};
+use mppq_onnx::export::qdq::{QdqOptions, export_qdq};
+use mppq_quant::calibrate::{CalibrationSetting, calibrate};
+use mppq_quant::metrics::snr_db;
+use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer, init_quantization};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::proto::workspace_root;
+
+/// Targets of the check.
+pub const MIN_AGREEMENT: f64 = 99.9;
+pub const MAX_DELTA_SNR_DB: f64 = 0.1;
+
+pub struct Options {
+    pub models: Vec<String>,
+    pub json: Option<PathBuf>,
+    /// Overrides of the default platform (for measuring alternatives).
+    pub weight_bits: Option<u32>,
+    pub activation_bits: Option<u32>,
+    pub activation_signed: Option<bool>,
+    /// ORT graph optimisation level: all (default), basic, none.
+    pub ort_opt: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ModelResult {
+    pub model: String,
+    pub elements: usize,
+    /// % of output elements of ORT within one output quantization step of the simulation.
+    pub agreement_pct: f64,
+    pub snr_ort_db: f64,
+    pub snr_sim_db: f64,
+    pub delta_snr_db: f64,
+    /// Our executor on the exported model vs the simulation: % within one step.
+    pub ours_agreement_pct: f64,
+    pub snr_ours_db: f64,
+    pub max_diff_steps: f64,
+    pub pass: bool,
+}
+
+fn batches(model: &str) -> Result<Vec<PathBuf>> {
+    let dir = workspace_root().join(format!("testdata/{model}_calib"));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("batch_") && n.ends_with(".npz")))
+        .collect();
+    files.sort();
+    files.truncate(8);
+    if files.is_empty() {
+        bail!("no calibration batches in {}", dir.display());
+    }
+    Ok(files)
+}
+
+fn feeds(path: &Path, device: &Device) -> Result<Vec<(String, Value)>> {
+    mppq_api::npy::read_npz(path)?
+        .into_iter()
+        .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, device)?))))
+        .collect()
+}
+
+fn outputs_f32(out: Vec<(String, Value)>) -> Result<Vec<(String, Vec<f32>)>> {
+    out.into_iter()
+        .map(|(n, v)| {
+            let t = v.as_tensor().ok_or_else(|| anyhow!("output `{n}` is not a tensor"))?.to_f32_vec();
+            Ok((n, t))
+        })
+        .collect()
+}
+
+/// The default platform on `model`: fold BN, conservative dispatch, init, calibrate.
+pub fn quantize(model: &mut Model, batches: &[Vec<(String, Value)>], q: &OnnxRuntimeQuantizer, device: &Device) -> Result<()> {
+    let graph = &mut model.graph;
+    mppq_ir::morph::fold_batchnorm(graph)?;
+    let ctx = DispatchContext::new(TargetPrecision::Int8, q.quant_operation_types());
+    dispatcher_by_name("conservative")?.dispatch(graph, &ctx)?.apply(graph)?;
+    init_quantization(graph, q)?;
+    let opsets = |d: &str| model.opset_imports.get(d).copied().unwrap_or(0);
+    let exec = Executor::new(&model.graph, &OpRegistry::builtin(), device, &opsets)?;
+    calibrate(&mut model.graph, &exec, batches, &CalibrationSetting::default(), |_, _, _| {})?;
+    Ok(())
+}
+
+/// The output config that decides a graph output's grid: its producer's, looking through
+/// data-movement operations (Reshape, Flatten, …) that do not change values.
+pub fn output_config(g: &Graph, var: VarId) -> Option<TensorQuantConfig> {
+    let mut v = var;
+    for _ in 0..16 {
+        let op = g.operation(g.producer(v)?).ok()?;
+        let slot = op.outputs().iter().position(|o| *o == Some(v))?;
+        if let Some(c) = op.quant_config.as_ref().and_then(|qc| qc.output_configs.get(slot).cloned().flatten())
+            && c.state.is_active()
+        {
+            return Some(c);
+        }
+        if !matches!(op.op_type.as_str(), "Reshape" | "Flatten" | "Transpose" | "Squeeze" | "Unsqueeze" | "Identity") {
+            return None;
+        }
+        v = op.inputs().first().copied().flatten()?;
+    }
+    None
+}
+
+/// The quantization step an output is compared with: its own config's scale, or for a float
+/// output (an FP32 operation such as a final residual Add) the largest step among the quantized
+/// tensors it is computed from, since one-step flips there reach the output unchanged.
+pub fn output_step(g: &Graph, var: VarId) -> Option<f32> {
+    let per_tensor = |c: TensorQuantConfig| (c.scale.len() == 1).then(|| c.scale[0]);
+    if let Some(c) = output_config(g, var) {
+        return per_tensor(c);
+    }
+    let op = g.operation(g.producer(var)?).ok()?;
+    op.input_ids().filter_map(|v| output_config(g, v).and_then(per_tensor)).reduce(f32::max)
+}
+
+/// (elements within tolerance, max |a − b| / step) of `a` against `b`.
+fn agreement(a: &[f32], b: &[f32], step: Option<f32>) -> (usize, f64) {
+    let mut ok = 0;
+    let mut worst = 0f64;
+    for (x, y) in a.iter().zip(b) {
+        let d = f64::from((x - y).abs());
+        let (within, rel) = match step {
+            Some(s) => (d <= f64::from(s) * (1.0 + 1e-4), d / f64::from(s)),
+            None => (d <= 1e-5 * f64::from(y.abs()).max(1e-6), d / (1e-5 * f64::from(y.abs()).max(1e-6))),
+        };
+        ok += usize::from(within);
+        worst = worst.max(rel);
+    }
+    (ok, worst)
+}
+
+pub fn check_model(name: &str, opts: &Options, python: &Path) -> Result<ModelResult> {
+    let device = Device::cpu();
+    let root = workspace_root();
+    let files = batches(name)?;
+    let data: Vec<_> = files.iter().map(|f| feeds(f, &device)).collect::<Result<_>>()?;
+    let mut model = mppq_onnx::load_model(root.join(format!("testdata/{name}.onnx")))?;
+    let mut q = OnnxRuntimeQuantizer::default();
+    if let Some(b) = opts.weight_bits {
+        q.weight_bits = b;
+    }
+    if let Some(b) = opts.activation_bits {
+        q.activation_bits = b;
+    }
+    if let Some(s) = opts.activation_signed {
+        q.activation_signed = s;
+    }
+    quantize(&mut model, &data, &q, &device)?;
+    let exported = export_qdq(&model, &QdqOptions::default())?;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join(format!("{name}.qdq.onnx"));
+    mppq_onnx::save_model(&exported, &path, &Default::default())?;
+    if let Ok(keep) = std::env::var("MPPQ_QDQ_KEEP") {
+        std::fs::create_dir_all(&keep)?;
+        std::fs::copy(&path, Path::new(&keep).join(format!("{name}.qdq.onnx")))?;
+    }
+
+    let status = Command::new(python)
+        .arg(crate::pyenv::script("ort_qdq.py"))
+        .arg(&path)
+        .arg(dir.path())
+        .args(&files)
+        .args(["--opt", &opts.ort_opt])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running ort_qdq.py")?;
+    if !status.success() {
+        bail!("{name}: ONNX Runtime failed on the exported model {}", path.display());
+    }
+
+    let g = &model.graph;
+    let opsets = |d: &str| model.opset_imports.get(d).copied().unwrap_or(0);
+    let exec = Executor::new(g, &OpRegistry::builtin(), &device, &opsets)?;
+    let reloaded = mppq_onnx::load_model(&path)?;
+    let ex_opsets = |d: &str| reloaded.opset_imports.get(d).copied().unwrap_or(0);
+    let ours = Executor::new(&reloaded.graph, &OpRegistry::builtin(), &device, &ex_opsets)?;
+    let steps: Vec<Option<f32>> = g.outputs().iter().map(|v| output_step(g, *v)).collect();
+
+    let (mut fp_all, mut sim_all, mut ort_all, mut ours_all) = (vec![], vec![], vec![], vec![]);
+    let (mut total, mut ok_ort, mut ok_ours, mut worst) = (0usize, 0usize, 0usize, 0f64);
+    for (i, batch) in data.iter().enumerate() {
+        let fp = outputs_f32(exec.run(batch.clone(), &mut [])?)?;
+        let mut hook = QuantSimulation::new(g, BurnFakeQuant);
+        let sim = outputs_f32(exec.run(batch.clone(), &mut [&mut hook])?)?;
+        let mine = outputs_f32(ours.run(batch.clone(), &mut [])?)?;
+        let ort = mppq_api::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz")))?;
+        for (k, (oname, s)) in sim.iter().enumerate() {
+            let o = ort
+                .iter()
+                .find(|(n, _)| n == oname)
+                .ok_or_else(|| anyhow!("{name}: ORT gave no output `{oname}`"))?
+                .1
+                .to_f32_vec()?;
+            let m = &mine.iter().find(|(n, _)| n == oname).ok_or_else(|| anyhow!("{name}: no output `{oname}` from our executor"))?.1;
+            if o.len() != s.len() || m.len() != s.len() {
+                bail!("{name}: output `{oname}` has {} elements in ORT, {} in ours, {} in the simulation", o.len(), m.len(), s.len());
+            }
+            let (a, w) = agreement(&o, s, steps[k]);
+            let (b, _) = agreement(m, s, steps[k]);
+            total += s.len();
+            ok_ort += a;
+            ok_ours += b;
+            worst = worst.max(w);
+            fp_all.extend_from_slice(&fp[k].1);
+            sim_all.extend_from_slice(s);
+            ort_all.extend_from_slice(&o);
+            ours_all.extend_from_slice(m);
+        }
+    }
+    let pct = |n: usize| 100.0 * n as f64 / total.max(1) as f64;
+    let (snr_ort, snr_sim, snr_ours) = (snr_db(&fp_all, &ort_all), snr_db(&fp_all, &sim_all), snr_db(&fp_all, &ours_all));
+    let agreement_pct = pct(ok_ort);
+    let ours_agreement_pct = pct(ok_ours);
+    let delta = snr_ort - snr_sim;
+    let pass = agreement_pct >= MIN_AGREEMENT && delta.abs() <= MAX_DELTA_SNR_DB && ours_agreement_pct >= MIN_AGREEMENT;
+    Ok(ModelResult {
+        model: name.to_string(),
+        elements: total,
+        agreement_pct,
+        snr_ort_db: snr_ort,
+        snr_sim_db: snr_sim,
+        delta_snr_db: delta,
+        ours_agreement_pct,
+        snr_ours_db: snr_ours,
+        max_diff_steps: worst,
+        pass,
+    })
+}
+
+/// Runs the check; returns whether every model met the targets.
+pub fn run(opts: &Options) -> Result<bool> {
+    let python = crate::pyenv::python()?;
+    let models = if opts.models.is_empty() {
+        let mut m: Vec<String> = std::fs::read_dir(workspace_root().join("testdata"))?
+            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string).filter(|_| true))
+            .filter(|n| workspace_root().join(format!("testdata/{n}.onnx")).exists())
+            .collect();
+        m.sort();
+        m.dedup();
+        m
+    } else {
+        opts.models.clone()
+    };
+    println!(
+        "{:<18} {:>9} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}  result",
+        "model", "elements", "within 1q", "SNR ort", "SNR sim", "ΔSNR", "max Δ/q", "ours=sim"
+    );
+    let mut results = Vec::new();
+    for m in &models {
+        let r = check_model(m, opts, &python).with_context(|| format!("model {m}"))?;
+        println!(
+            "{:<18} {:>9} {:>9.3}% {:>7.2} dB {:>7.2} dB {:>+8.3} {:>10.2} {:>9.3}%  {}",
+            r.model,
+            r.elements,
+            r.agreement_pct,
+            r.snr_ort_db,
+            r.snr_sim_db,
+            r.delta_snr_db,
+            r.max_diff_steps,
+            r.ours_agreement_pct,
+            if r.pass { "ok" } else { "MISS" }
+        );
+        results.push(r);
+    }
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)?)?;
+    }
+    Ok(results.iter().all(|r| r.pass))
+}

@@ -10,7 +10,7 @@ use crate::setting::QuantizeSetting;
 use mppq_dispatch::{Dispatch, DispatchContext, IgnoredScope, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Value};
 use mppq_ir::Model;
-use mppq_passes::{PassContext, PassReport, Pipeline, ProgressSink};
+use mppq_passes::{PassContext, PassReport, Pipeline, ProgressSink, run_pipeline};
 use mppq_quant::quantizer::{Quantizer, init_quantization};
 use std::path::Path;
 use std::sync::Arc;
@@ -78,23 +78,28 @@ impl ModelQuantizer {
     /// (calibration included) over `calib`.
     pub fn quantize(&mut self, calib: &CalibrationSet, progress: &mut dyn ProgressSink) -> Result<()> {
         let batches = calib.to_values(&self.device)?;
-        let graph = &mut self.model.graph;
-        // Fusions that change the graph come before dispatch, which decides per final operation.
-        if self.setting.pipeline.fold_batchnorm {
-            mppq_ir::morph::fold_batchnorm(graph)?;
-        }
+        // The passes borrow the graph mutably, so they read the opsets from a copy.
+        let imports = self.model.opset_imports.clone();
+        let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
+        // Structural passes (BN folding) come before dispatch, which decides per final operation.
+        let mut ctx = PassContext {
+            graph: &mut self.model.graph,
+            registry: &self.registry,
+            device: &self.device,
+            opsets: &opset,
+            batches: &batches,
+            progress,
+        };
+        let mut reports = run_pipeline(&mut ctx, &mut Pipeline::before_dispatch(&self.setting.pipeline)?)?;
         let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
-        let ctx = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
+        let dctx = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
             .with_ignored(ignored_scope(&self.setting.ignore));
-        let dispatch = dispatcher_by_name(&dispatcher)?.dispatch(graph, &ctx)?;
-        dispatch.apply(graph)?;
+        let dispatch = dispatcher_by_name(&dispatcher)?.dispatch(ctx.graph, &dctx)?;
+        dispatch.apply(ctx.graph)?;
+        init_quantization(ctx.graph, self.quantizer.as_ref())?;
+        reports.extend(run_pipeline(&mut ctx, &mut Pipeline::from_setting(&self.setting.pipeline)?)?);
         self.dispatch = Some(dispatch);
-        init_quantization(graph, self.quantizer.as_ref())?;
-        let opsets: Vec<(String, i64)> = self.model.opsets.iter().map(|(d, v)| (d.clone(), *v)).collect();
-        let opset = move |d: &str| opsets.iter().find(|(n, _)| n == d).map_or(0, |(_, v)| *v);
-        let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, &batches, progress);
-        let passes = Pipeline::from_setting(&self.setting.pipeline);
-        self.reports = mppq_passes::run_pipeline(&mut ctx, passes)?;
+        self.reports = reports;
         Ok(())
     }
 

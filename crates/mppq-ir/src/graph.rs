@@ -214,11 +214,14 @@ impl Model {
 
     /// The opset version imported for `domain` (`""` and `ai.onnx` are the same domain).
     pub fn opset(&self, domain: &str) -> Option<i64> {
-        let domain = if domain == "ai.onnx" { "" } else { domain };
-        self.opset_imports.get(domain).copied().or_else(|| {
-            if domain.is_empty() { self.opset_imports.get("ai.onnx").copied() } else { None }
-        })
+        lookup_opset(&self.opset_imports, domain)
     }
+}
+
+/// The version `imports` gives `domain` (`""` and `ai.onnx` are the same domain).
+pub fn lookup_opset(imports: &IndexMap<String, i64>, domain: &str) -> Option<i64> {
+    let domain = if domain == "ai.onnx" { "" } else { domain };
+    imports.get(domain).copied().or_else(|| if domain.is_empty() { imports.get("ai.onnx").copied() } else { None })
 }
 
 impl Graph {

@@ -45,11 +45,13 @@ pub struct AnalyseSetting {
     pub all_quantized_ops: bool,
     /// Also run the layer-wise analysis (one run per quantized op per batch).
     pub layerwise: bool,
+    /// Analyse at most this many batches (all given when `None`).
+    pub batches: Option<usize>,
 }
 
 impl Default for AnalyseSetting {
     fn default() -> Self {
-        Self { sample_cap: 4096, seed: 0x5eed, all_quantized_ops: false, layerwise: false }
+        Self { sample_cap: 4096, seed: 0x5eed, all_quantized_ops: false, layerwise: false, batches: Some(4) }
     }
 }
 

@@ -236,8 +236,7 @@ fn run(cli: Cli) -> Result<()> {
             print_job(&job, quant.verbose, quant.quiet);
         }
         Command::Analyse { model, quant, quant_config, output } => {
-            let mut setting = quant.setting()?;
-            setting.analysis.graphwise = true;
+            let setting = quant.setting()?;
             let mut progress = quant.progress();
             let job = mppq_api::quantize::analyse_model(&model, &quant.calib, setting, quant_config.as_deref(), output.as_deref(), progress.as_mut())?;
             print_job(&job, quant.verbose, quant.quiet);

@@ -17,8 +17,10 @@ use super::{ExportError, Result};
 use mppq_ir::quant::{QuantizationState, RoundingPolicy, TensorQuantConfig};
 use mppq_ir::{Attribute, DataType, Graph, Model, OpId, Operation, TensorData, VarId, Variable};
 
-/// Options of [`export_qdq`]; each one changes the written model (see the tests).
-#[derive(Clone, Debug, PartialEq)]
+/// Options of [`export_qdq`]; each one changes the written model (see the tests). Part of the
+/// quantization setting file, so unknown keys are refused.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct QdqOptions {
     /// Parameters as integer initializers + DequantizeLinear (`true`, the compact form ORT
     /// loads fastest) or QuantizeLinear→DequantizeLinear on the original float value (`false`).

@@ -325,7 +325,7 @@ impl Tensor {
         }
         let unsupported = || ExecError::Input { name: String::new(), message: format!("cannot cast to {to}") };
         let dev = self.inner.device();
-        let emulate = !device::is_cpu(&dev) && burn_dtype(to).is_some_and(|d| !device::supports_dtype(&dev, d));
+        let emulate = !device::is_cpu(&dev) && to != DataType::Bool && burn_dtype(to).is_some_and(|d| !device::supports_dtype(&dev, d));
         let logical = Logical { scalar: self.logical.scalar, dtype: None, decided: true };
         if emulate {
             let stand_in = stand_in_dtype(to).ok_or_else(unsupported)?;

@@ -71,12 +71,18 @@ pub fn run(opts: &Options) -> Result<bool> {
         .filter(|case| opts.filter.as_ref().is_none_or(|f| case.name.contains(f.as_str())))
         .collect();
     let first = std::env::var(RESUME_FROM).ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+    let child = std::env::var(RESUME_OUT).ok();
     let mut results: BTreeMap<&str, BTreeMap<String, (Outcome, String)>> = BTreeMap::new();
+    let mut next = None;
     for (i, case) in cases.iter().enumerate().skip(first) {
         let (outcome, detail) =
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(case, &registry, &device))) {
                 Ok(r) => r,
-                Err(_) => (Outcome::Failed, "panicked".into()),
+                Err(_) => {
+                    // Outside an operator (upload, read-back): as fatal for a GPU as inside one.
+                    device.poison(format!("case {} panicked outside the engine", case.name));
+                    (Outcome::Failed, "panicked".into())
+                }
             };
         if opts.verbose && outcome != Outcome::Passed {
             println!("{:?} {}/{}: {detail}", outcome as u8, case.suite, case.name);
@@ -84,19 +90,25 @@ pub fn run(opts: &Options) -> Result<bool> {
         results.entry(case.suite).or_default().insert(case.name.clone(), (outcome, detail));
         // A backend panic made the (GPU) device unusable in this process: the remaining cases
         // run in a fresh one, so one crashing case does not fail every later one.
+        // A child stops there and tells its parent, which starts the next child (one at a time).
         if device.poisoned().is_some() && i + 1 < cases.len() {
-            for (suite, name, outcome, detail) in resume_in_child(i + 1)? {
-                let suite = SUITES.iter().find(|s| **s == suite).copied().unwrap_or("node");
-                results.entry(suite).or_default().insert(name, (outcome, detail));
-            }
+            next = Some(i + 1);
             break;
         }
     }
-    if let Ok(path) = std::env::var(RESUME_OUT) {
+    if let Some(path) = child {
         let rows: Vec<(&str, &String, Outcome, &String)> =
             results.iter().flat_map(|(s, c)| c.iter().map(move |(n, (o, d))| (*s, n, *o, d))).collect();
-        std::fs::write(&path, serde_json::to_string(&rows)?).with_context(|| format!("writing {path}"))?;
+        std::fs::write(&path, serde_json::to_string(&(rows, next))?).with_context(|| format!("writing {path}"))?;
         return Ok(true);
+    }
+    while let Some(from) = next {
+        let (rows, after) = resume_in_child(from)?;
+        for (suite, name, outcome, detail) in rows {
+            let suite = SUITES.iter().find(|s| **s == suite).copied().unwrap_or("node");
+            results.entry(suite).or_default().insert(name, (outcome, detail));
+        }
+        next = after;
     }
 
     let manifest = manifest_path(&opts.backend);
@@ -156,8 +168,13 @@ pub fn run(opts: &Options) -> Result<bool> {
 const RESUME_FROM: &str = "MPPQ_CONFORMANCE_RESUME_FROM";
 const RESUME_OUT: &str = "MPPQ_CONFORMANCE_RESUME_OUT";
 
-/// Runs cases `from..` in a child process (same arguments) and returns its outcomes.
-fn resume_in_child(from: usize) -> Result<Vec<(String, String, Outcome, String)>> {
+/// Outcomes of a child run, `(suite, case, outcome, detail)`, and where the next child starts
+/// (`None`: the child reached the end).
+type ChildRun = (Vec<(String, String, Outcome, String)>, Option<usize>);
+
+/// Runs cases `from..` in a child process (same arguments) until the end or until its device is
+/// poisoned, and returns its outcomes.
+fn resume_in_child(from: usize) -> Result<ChildRun> {
     let out = std::env::temp_dir().join(format!("mppq-conformance-{}-{from}.json", std::process::id()));
     let exe = std::env::current_exe().context("locating the xtask binary to resume the run")?;
     let status = std::process::Command::new(exe)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CI lane: the executor on Burn's wgpu backend, on a machine without a GPU, through Mesa's
 # lavapipe (a software Vulkan driver). Installs lavapipe, builds the xtask with `--features wgpu`
-# and runs the ONNX conformance cases on `--backend wgpu`. Fails if a case listed in
-# xtask/conformance/wgpu.txt does not pass.
+# runs the executor's wgpu tests and the ONNX conformance cases on `--backend wgpu`. Fails if a
+# test fails or a case listed in xtask/conformance/wgpu.txt does not pass.
 #
 #   .ci/wgpu-lane.sh                 # the lane
 #   .ci/wgpu-lane.sh --write-manifest  # also rewrite xtask/conformance/wgpu.txt from this run
@@ -45,7 +45,12 @@ log "building xtask --features wgpu"
 cargo build -p xtask --features wgpu
 XTASK="${CARGO_TARGET_DIR:-target}/debug/xtask"
 
-# 3. Conformance on wgpu.
+# 3. The executor's wgpu tests: stand-ins (scalars, bools, 8-bit ints) and device poisoning.
+log "cargo test -p mppq-exec --features wgpu (wgpu tests)"
+cargo test -p mppq-exec --features wgpu --test wgpu --test poison
+
+# 4. Conformance on wgpu (a case that panics in the backend poisons the device; the xtask
+#    resumes the remaining cases in a fresh process).
 status=0
 if [[ -n "${WGPU_LANE_FILTERS:-}" ]]; then
     for f in $WGPU_LANE_FILTERS; do

@@ -25,7 +25,7 @@ const ATOL_EXCEPTIONS: [(&str, f64, &str); 1] = [(
     "the stored output was made by a float32 FFT: entries whose exact value is 0 carry ~2e-7 of rounding noise",
 )];
 
-#[derive(Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     Passed,
@@ -66,21 +66,49 @@ pub fn run(opts: &Options) -> Result<bool> {
         }
         other => (backend_tests::data_dir(other.as_deref())?, SUITES.to_vec()),
     };
-    let cases = backend_tests::cases(&root, &suites)?;
+    let cases: Vec<Case> = backend_tests::cases(&root, &suites)?
+        .into_iter()
+        .filter(|case| opts.filter.as_ref().is_none_or(|f| case.name.contains(f.as_str())))
+        .collect();
+    let first = std::env::var(RESUME_FROM).ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+    let child = std::env::var(RESUME_OUT).ok();
     let mut results: BTreeMap<&str, BTreeMap<String, (Outcome, String)>> = BTreeMap::new();
-    for case in &cases {
-        if opts.filter.as_ref().is_some_and(|f| !case.name.contains(f.as_str())) {
-            continue;
-        }
+    let mut next = None;
+    for (i, case) in cases.iter().enumerate().skip(first) {
         let (outcome, detail) =
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(case, &registry, &device))) {
                 Ok(r) => r,
-                Err(_) => (Outcome::Failed, "panicked".into()),
+                Err(_) => {
+                    // Outside an operator (upload, read-back): as fatal for a GPU as inside one.
+                    device.poison(format!("case {} panicked outside the engine", case.name));
+                    (Outcome::Failed, "panicked".into())
+                }
             };
         if opts.verbose && outcome != Outcome::Passed {
             println!("{:?} {}/{}: {detail}", outcome as u8, case.suite, case.name);
         }
         results.entry(case.suite).or_default().insert(case.name.clone(), (outcome, detail));
+        // A backend panic made the (GPU) device unusable in this process: the remaining cases
+        // run in a fresh one, so one crashing case does not fail every later one.
+        // A child stops there and tells its parent, which starts the next child (one at a time).
+        if device.poisoned().is_some() && i + 1 < cases.len() {
+            next = Some(i + 1);
+            break;
+        }
+    }
+    if let Some(path) = child {
+        let rows: Vec<(&str, &String, Outcome, &String)> =
+            results.iter().flat_map(|(s, c)| c.iter().map(move |(n, (o, d))| (*s, n, *o, d))).collect();
+        std::fs::write(&path, serde_json::to_string(&(rows, next))?).with_context(|| format!("writing {path}"))?;
+        return Ok(true);
+    }
+    while let Some(from) = next {
+        let (rows, after) = resume_in_child(from)?;
+        for (suite, name, outcome, detail) in rows {
+            let suite = SUITES.iter().find(|s| **s == suite).copied().unwrap_or("node");
+            results.entry(suite).or_default().insert(name, (outcome, detail));
+        }
+        next = after;
     }
 
     let manifest = manifest_path(&opts.backend);
@@ -133,6 +161,32 @@ pub fn run(opts: &Options) -> Result<bool> {
     println!("unsupported: {unsupported}");
     println!("{passed} passed, {failed} failed");
     Ok(missing.is_empty())
+}
+
+/// Environment of a child run that resumes after a poisoned device: the index of its first
+/// case (in the filtered order) and the file it writes its outcomes to.
+const RESUME_FROM: &str = "MPPQ_CONFORMANCE_RESUME_FROM";
+const RESUME_OUT: &str = "MPPQ_CONFORMANCE_RESUME_OUT";
+
+/// Outcomes of a child run, `(suite, case, outcome, detail)`, and where the next child starts
+/// (`None`: the child reached the end).
+type ChildRun = (Vec<(String, String, Outcome, String)>, Option<usize>);
+
+/// Runs cases `from..` in a child process (same arguments) until the end or until its device is
+/// poisoned, and returns its outcomes.
+fn resume_in_child(from: usize) -> Result<ChildRun> {
+    let out = std::env::temp_dir().join(format!("mppq-conformance-{}-{from}.json", std::process::id()));
+    let exe = std::env::current_exe().context("locating the xtask binary to resume the run")?;
+    let status = std::process::Command::new(exe)
+        // The child writes only its outcomes (no summary, manifest or JSON report).
+        .args(std::env::args_os().skip(1))
+        .env(RESUME_FROM, from.to_string())
+        .env(RESUME_OUT, &out)
+        .status()
+        .context("starting a fresh process for the remaining cases")?;
+    let text = std::fs::read_to_string(&out).with_context(|| format!("child run for cases {from}.. ({status}) wrote no results"))?;
+    let _ = std::fs::remove_file(&out);
+    Ok(serde_json::from_str(&text)?)
 }
 
 fn run_case(case: &Case, registry: &OpRegistry, device: &Device) -> (Outcome, String) {

@@ -1,7 +1,11 @@
 //! Which hardware runs the graph: a thin wrapper over Burn's run-time `Device` that configures
-//! it for ONNX (64-bit default integers, so indices and shapes stay exact).
+//! it for ONNX (64-bit default integers, so indices and shapes stay exact), says what the
+//! device can hold (bool storage, element types, rank-0 shapes) and remembers when a backend
+//! panic has made it unusable.
 
-use burn::tensor::{FloatDType, IntDType};
+use burn::backend::{Backend, Dispatch, DispatchDevice};
+use burn::tensor::{BoolDType, DType, FloatDType, IntDType};
+use std::sync::Mutex;
 
 /// A compute device. `Device::cpu()` is Burn's `flex` backend; `Device::wgpu()` (feature
 /// `wgpu`) the default GPU adapter.
@@ -9,6 +13,11 @@ use burn::tensor::{FloatDType, IntDType};
 pub struct Device {
     inner: burn::tensor::Device,
 }
+
+/// Devices on which a backend panic was caught. A panic in the middle of a cubecl launch can
+/// leave the server's buffers inconsistent (later results were seen to be wrong), so such a
+/// device must not compute again in this process.
+static POISONED: Mutex<Vec<(DispatchDevice, String)>> = Mutex::new(Vec::new());
 
 impl Device {
     /// The CPU backend (`flex`).
@@ -43,8 +52,41 @@ impl Device {
         &self.inner
     }
 
-    pub fn dispatch(&self) -> &burn::backend::DispatchDevice {
+    pub fn dispatch(&self) -> &DispatchDevice {
         self.inner.as_dispatch()
+    }
+
+    /// The bool storage of this device's comparison results (`Native` on flex, `U32` on wgpu).
+    pub fn bool_dtype(&self) -> BoolDType {
+        bool_dtype(self.dispatch())
+    }
+
+    /// Whether the device stores and computes `dtype` (wgpu lacks 8/16-bit ints and BF16).
+    pub fn supports_dtype(&self, dtype: DType) -> bool {
+        supports_dtype(self.dispatch(), dtype)
+    }
+
+    /// Whether the device is Burn's CPU backend, which holds every shape and type as ONNX does.
+    pub fn is_cpu(&self) -> bool {
+        is_cpu(self.dispatch())
+    }
+
+    /// Marks the device unusable after a caught backend panic (never the CPU, whose panics are
+    /// assertions that leave no state behind). `why` names the node that panicked.
+    pub fn poison(&self, why: String) {
+        if self.is_cpu() {
+            return;
+        }
+        let mut poisoned = POISONED.lock().unwrap_or_else(|e| e.into_inner());
+        if !poisoned.iter().any(|(d, _)| d == self.dispatch()) {
+            poisoned.push((self.dispatch().clone(), why));
+        }
+    }
+
+    /// Why the device is unusable, if a backend panic poisoned it.
+    pub fn poisoned(&self) -> Option<String> {
+        let poisoned = POISONED.lock().unwrap_or_else(|e| e.into_inner());
+        poisoned.iter().find(|(d, _)| d == self.dispatch()).map(|(_, why)| why.clone())
     }
 }
 
@@ -52,4 +94,20 @@ impl Default for Device {
     fn default() -> Self {
         Self::cpu()
     }
+}
+
+/// The bool storage of comparison results on `device` (from its settings, never a constant:
+/// cubecl cannot store `Native` bools).
+pub fn bool_dtype(device: &DispatchDevice) -> BoolDType {
+    burn::backend::get_device_settings::<Dispatch>(device).bool_dtype
+}
+
+/// Whether `device` stores and computes `dtype`.
+pub fn supports_dtype(device: &DispatchDevice, dtype: DType) -> bool {
+    <Dispatch as Backend>::supports_dtype(device, dtype)
+}
+
+/// Whether `device` is the CPU (`flex`) backend.
+pub fn is_cpu(device: &DispatchDevice) -> bool {
+    matches!(device, DispatchDevice::Flex(_))
 }

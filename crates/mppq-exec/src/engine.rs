@@ -204,6 +204,10 @@ impl Executor {
             if !needed[i] {
                 continue;
             }
+            // After a backend panic a GPU device may hold corrupt buffers: refuse to compute.
+            if let Some(why) = self.device.poisoned() {
+                return Err(ExecError::DevicePoisoned { node: step.name.clone(), op_type: step.op_type.clone(), cause: why });
+            }
             let mut inputs: Vec<Option<Value>> = Vec::with_capacity(step.inputs.len());
             for s in &step.inputs {
                 let v = match s {
@@ -226,6 +230,7 @@ impl Executor {
                     scope.insert(name.clone(), v.clone());
                 }
             }
+            let stand_in = inputs.iter().flatten().filter_map(Value::as_tensor).find_map(Tensor::stand_in_for);
             let ctx = KernelContext { device: &self.device, node: &step.name, op_type: &step.op_type, captured: &scope };
             // Burn asserts on inconsistent shapes; an operator that missed a check must still
             // not bring the process down.
@@ -235,9 +240,11 @@ impl Executor {
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "unknown panic".into());
+                self.device.poison(format!("node `{}` ({}) panicked in the backend: {message}", step.name, step.op_type));
                 Err(ExecError::Backend { node: step.name.clone(), op_type: step.op_type.clone(), message })
             });
             let mut outputs = result?;
+            Tensor::adopt_stand_in(stand_in, &mut outputs);
             outputs.resize(step.outputs.len(), None);
             for h in hooks.iter_mut() {
                 h.after_op(&info, &mut outputs)?;

@@ -41,7 +41,7 @@ use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps};
 use burn::backend::{BackendTensor, Dispatch, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind, TensorMetadata};
-use burn::tensor::{BoolDType, DType, FloatDType, Scalar, Shape};
+use burn::tensor::{DType, FloatDType, Scalar, Shape};
 use mppq_ir::IrError;
 use mppq_ir::quant::{QuantizationProperty, RoundingPolicy, TensorQuantConfig};
 
@@ -52,8 +52,6 @@ const MAGIC_F32: f32 = 12_582_912.0;
 const MAGIC_LIMIT: f64 = 4_194_304.0;
 /// `1.5 · 2⁵²`, the same trick in f64 (valid for magnitudes ≤ 2⁵¹).
 const MAGIC_F64: f64 = 6_755_399_441_055_744.0;
-
-const BOOL: BoolDType = BoolDType::Native;
 
 /// Fake quantization with the kernels of this module: linear or floating by the config's
 /// policy. `QuantSimulation::new(&graph, BurnFakeQuant)` simulates a quantized graph.
@@ -531,7 +529,7 @@ fn chained(x: DispatchTensor, plan: &Plan, shape: &[usize]) -> DispatchTensor {
     match plan {
         Plan::Linear { ch, qmin, qmax, rounding } => {
             let v = with_param(x, &ch.scale, ch, shape, Dispatch::float_div_scalar, Dispatch::float_div);
-            let nan = Dispatch::float_is_nan(v.clone(), BOOL);
+            let nan = Dispatch::float_is_nan(v.clone(), crate::tensor::bool_for(&v));
             let r = round_chain(v.clone(), *rounding);
             let q = with_param(r, &ch.offset, ch, shape, Dispatch::float_add_scalar, Dispatch::float_add);
             let q = Dispatch::float_clamp(q, Scalar::from(*qmin), Scalar::from(*qmax));
@@ -563,19 +561,19 @@ fn round_chain(v: DispatchTensor, policy: RoundingPolicy) -> DispatchTensor {
             // tie also requires v != t.
             let t = Dispatch::float_floor(v.clone());
             let mid = Dispatch::float_add_scalar(t.clone(), Scalar::from(0.5));
-            let gt = Dispatch::float_greater(v.clone(), mid.clone(), BOOL);
+            let gt = Dispatch::float_greater(v.clone(), mid.clone(), crate::tensor::bool_for(&v));
             let tie = Dispatch::bool_and(
-                Dispatch::float_equal(v.clone(), mid, BOOL),
-                Dispatch::float_not_equal(v.clone(), t.clone(), BOOL),
+                Dispatch::float_equal(v.clone(), mid, crate::tensor::bool_for(&v)),
+                Dispatch::float_not_equal(v.clone(), t.clone(), crate::tensor::bool_for(&v)),
             );
             let mask = match policy {
                 HalfUp => Dispatch::bool_or(gt, tie),
                 HalfDown => gt,
                 _ => {
                     let side = if policy == HalfAwayFromZero {
-                        Dispatch::float_greater_elem(v, Scalar::from(0.0), BOOL)
+                        { let bd = crate::tensor::bool_for(&v); Dispatch::float_greater_elem(v, Scalar::from(0.0), bd) }
                     } else {
-                        Dispatch::float_lower_elem(v, Scalar::from(0.0), BOOL)
+                        { let bd = crate::tensor::bool_for(&v); Dispatch::float_lower_elem(v, Scalar::from(0.0), bd) }
                     };
                     Dispatch::bool_or(gt, Dispatch::bool_and(tie, side))
                 }
@@ -595,20 +593,20 @@ fn float_chain(v: DispatchTensor, fmt: FloatFormat, lo: f32, hi: f32) -> Dispatc
     let emin = fmt.min_exponent();
     let mut quantum = Dispatch::float_full(shape, Scalar::from(pow2(emin - m)), &device, FloatDType::F32);
     for k in emin + 1..=fmt.max_exponent() {
-        let mask = Dispatch::float_greater_equal_elem(a.clone(), Scalar::from(pow2(k)), BOOL);
+        let mask = Dispatch::float_greater_equal_elem(a.clone(), Scalar::from(pow2(k)), crate::tensor::bool_for(&a));
         quantum = Dispatch::float_mask_fill(quantum, mask, Scalar::from(pow2(k - m)));
     }
     let r = Dispatch::float_mul(Dispatch::float_round(Dispatch::float_div(a, quantum.clone())), quantum);
     let r = Dispatch::float_clamp_max(r, Scalar::from(f64::from(fmt.max)));
-    let neg = Dispatch::float_lower_elem(v.clone(), Scalar::from(0.0), BOOL);
+    let neg = Dispatch::float_lower_elem(v.clone(), Scalar::from(0.0), crate::tensor::bool_for(&v));
     let y = Dispatch::float_mask_where(r.clone(), neg, Dispatch::float_neg(r.clone()));
     // Zeros keep the input's sign (v · 0 is ±0).
-    let zero = Dispatch::float_equal_elem(r, Scalar::from(0.0), BOOL);
+    let zero = Dispatch::float_equal_elem(r, Scalar::from(0.0), crate::tensor::bool_for(&v));
     let y = Dispatch::float_mask_where(y, zero, Dispatch::float_mul_scalar(v.clone(), Scalar::from(0.0)));
     let y = Dispatch::float_clamp(y, Scalar::from(f64::from(lo)), Scalar::from(f64::from(hi)));
-    let nan = Dispatch::float_is_nan(v.clone(), BOOL);
+    let nan = Dispatch::float_is_nan(v.clone(), crate::tensor::bool_for(&v));
     let y = if fmt.has_inf {
-        let inf = Dispatch::float_is_inf(v.clone(), BOOL);
+        let inf = Dispatch::float_is_inf(v.clone(), crate::tensor::bool_for(&v));
         Dispatch::float_mask_where(y, inf, v.clone())
     } else {
         y

@@ -2,12 +2,19 @@
 //! to and from the IR's [`TensorData`] and the kind-dispatching primitives operators build on.
 //! Shapes are checked by the callers (operators) before Burn sees them: Burn asserts, and an
 //! assert is a panic, which user input must never cause.
+//!
+//! Devices that cannot hold a tensor the way ONNX describes it (cubecl: no rank-0 allocations, no
+//! 8/16-bit ints, no BF16, bools stored as u32) get a *stand-in*: the physical Burn tensor has
+//! shape `[1]` and/or a wider element type, and the tensor remembers what it stands for, so
+//! shapes and types reported to the graph, and values read back, are the ONNX ones. On the CPU
+//! (`flex`) every tensor is held as is and no stand-in is ever made.
 
-use crate::device::Device;
+use crate::device::{self, Device};
 use crate::error::{ExecError, Result};
+use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn::backend::{Dispatch, DispatchTensor, TensorMetadata};
-use burn::tensor::{BoolDType, Bool, DType, FloatDType, Int, IntDType, Shape, Slice};
+use burn::tensor::{Bool, BoolDType, DType, FloatDType, Int, IntDType, Scalar, Shape, Slice};
 use mppq_ir::{DataType, TensorData};
 
 /// Which family of Burn operations a tensor uses.
@@ -16,12 +23,6 @@ pub enum Kind {
     Float,
     Int,
     Bool,
-}
-
-/// A tensor on some device, of any rank and ONNX dtype that Burn can hold.
-#[derive(Clone, Debug)]
-pub struct Tensor {
-    inner: DispatchTensor,
 }
 
 /// The Burn dtype for an ONNX element type, if Burn can hold it.
@@ -88,13 +89,60 @@ fn int_dtype(dt: DataType) -> Option<IntDType> {
     })
 }
 
-const BOOL: BoolDType = BoolDType::Native;
+/// The bool storage of comparison results for a tensor on `t`'s device.
+pub fn bool_for(t: &DispatchTensor) -> BoolDType {
+    device::bool_dtype(&t.device())
+}
+
+/// The type a device that lacks `dt` computes it in: I32 for 8/16-bit ints, F32 for BF16.
+fn stand_in_dtype(dt: DataType) -> Option<DType> {
+    match dt {
+        DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16 => Some(DType::I32),
+        DataType::BFloat16 => Some(DType::F32),
+        _ => None,
+    }
+}
+
+/// What a tensor stands for when its device cannot hold it as ONNX describes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Logical {
+    /// A rank-0 value held with shape `[1]`.
+    scalar: bool,
+    /// An ONNX type the device lacks, held in its [`stand_in_dtype`].
+    dtype: Option<DataType>,
+    /// The ONNX type is decided (upload, cast); an operator's raw result is not, and may take
+    /// the type of its stand-in input (see [`Tensor::adopt_stand_in`]).
+    decided: bool,
+}
+
+/// A tensor on some device, of any rank and ONNX dtype that Burn can hold.
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    inner: DispatchTensor,
+    logical: Logical,
+}
 
 impl Tensor {
+    /// Wraps an operator's Burn result. On a device without rank-0 tensors a rank-0 result
+    /// (a metadata-only reshape) is held as `[1]` from here on.
     pub fn from_dispatch(inner: DispatchTensor) -> Self {
-        Self { inner }
+        let t = Self { inner, logical: Logical::default() };
+        if t.inner.shape().num_dims() == 0 && !device::is_cpu(&t.inner.device()) { t.hold_as_scalar() } else { t }
     }
 
+    /// A physical rank-0 or `[1]` tensor held as a logical scalar.
+    fn hold_as_scalar(self) -> Self {
+        let inner = if self.inner.shape().num_dims() == 0 { reshape_raw(self.kind(), self.inner, Shape::from(vec![1])) } else { self.inner };
+        Self { inner, logical: Logical { scalar: true, ..self.logical } }
+    }
+
+    /// A result with this stand-in type (`logical`) and the given physical tensor.
+    fn derive(logical: Logical, inner: DispatchTensor) -> Self {
+        Self { inner, logical: Logical { scalar: false, ..logical } }
+    }
+
+    /// The Burn tensor (the stand-in, where there is one: shape `[1]` for a scalar, I32/F32 for
+    /// a type the device lacks).
     pub fn into_dispatch(self) -> DispatchTensor {
         self.inner
     }
@@ -103,72 +151,111 @@ impl Tensor {
         &self.inner
     }
 
+    /// The ONNX shape (`[]` for a scalar, whatever its stand-in).
     pub fn shape(&self) -> Vec<usize> {
-        self.inner.shape().to_vec()
+        if self.logical.scalar { Vec::new() } else { self.inner.shape().to_vec() }
     }
 
     pub fn rank(&self) -> usize {
-        self.inner.shape().num_dims()
+        if self.logical.scalar { 0 } else { self.inner.shape().num_dims() }
     }
 
     pub fn numel(&self) -> usize {
         self.inner.shape().num_elements()
     }
 
+    /// The Burn dtype of the held tensor (a stand-in's wider type).
     pub fn burn_dtype(&self) -> DType {
         self.inner.dtype()
     }
 
     /// The ONNX element type (Burn's internal `Flex32` reads as float).
     pub fn dtype(&self) -> DataType {
-        onnx_dtype(self.inner.dtype()).unwrap_or(DataType::Float)
+        self.logical.dtype.unwrap_or_else(|| onnx_dtype(self.inner.dtype()).unwrap_or(DataType::Float))
     }
 
     pub fn kind(&self) -> Kind {
-        match self.inner.dtype() {
-            DType::Bool(_) => Kind::Bool,
-            d if d.is_float() => Kind::Float,
-            _ => Kind::Int,
-        }
+        kind_of(self.inner.dtype())
     }
 
-    /// Uploads an IR tensor. Types Burn cannot hold (strings, 4-bit, FP8) are errors.
+    /// Uploads an IR tensor. Types Burn cannot hold (strings, 4-bit, FP8) are errors; types the
+    /// device lacks are held in a stand-in type, scalars as `[1]` where rank 0 is not allowed.
     pub fn from_data(data: &TensorData, device: &Device) -> Result<Self> {
-        let dtype = burn_dtype(data.dtype()).ok_or_else(|| ExecError::Input {
-            name: String::new(),
-            message: format!("{} tensors cannot be computed with", data.dtype()),
-        })?;
-        let bytes = data.packed().unwrap_or_default().to_vec();
-        let shape = Shape::from(data.shape().to_vec());
-        let burn_data = burn::tensor::TensorData::from_bytes_vec(bytes, shape, dtype);
+        let cannot = |message: String| ExecError::Input { name: String::new(), message };
+        let dtype = burn_dtype(data.dtype()).ok_or_else(|| cannot(format!("{} tensors cannot be computed with", data.dtype())))?;
+        let cpu = device.is_cpu();
+        let scalar = !cpu && data.shape().is_empty();
+        let shape = Shape::from(if scalar { vec![1] } else { data.shape().to_vec() });
         let dev = device.dispatch();
+        let mut logical = Logical { scalar, dtype: None, decided: true };
         let inner = match data.dtype() {
-            DataType::Bool => Dispatch::bool_from_data(burn_data, dev),
-            d if d.is_float() => Dispatch::float_from_data(burn_data, dev),
-            _ => Dispatch::int_from_data(burn_data, dev),
+            DataType::Bool => {
+                let bytes = data.packed().unwrap_or_default().to_vec();
+                let burn_data = burn::tensor::TensorData::from_bytes_vec(bytes, shape, dtype);
+                let store = DType::Bool(device.bool_dtype());
+                let burn_data = burn_data
+                    .try_cast(store)
+                    .map_err(|e| cannot(format!("bool tensor cannot be stored as {store:?} on this device: {e}")))?;
+                Dispatch::bool_from_data(burn_data, dev)
+            }
+            d if !cpu && !device.supports_dtype(dtype) => {
+                let Some(stand_in) = stand_in_dtype(d) else {
+                    return Err(cannot(format!("{d} tensors are not supported by this device")));
+                };
+                logical.dtype = Some(d);
+                if stand_in == DType::F32 {
+                    let values = data.to_f32_vec().map_err(|e| cannot(e.to_string()))?;
+                    Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), dev)
+                } else {
+                    let values = data.to_i64_vec().map_err(|e| cannot(e.to_string()))?;
+                    let values: Vec<i32> = values.into_iter().map(|v| v as i32).collect();
+                    Dispatch::int_from_data(burn::tensor::TensorData::new(values, shape), dev)
+                }
+            }
+            d => {
+                let bytes = data.packed().unwrap_or_default().to_vec();
+                let burn_data = burn::tensor::TensorData::from_bytes_vec(bytes, shape, dtype);
+                if d.is_float() { Dispatch::float_from_data(burn_data, dev) } else { Dispatch::int_from_data(burn_data, dev) }
+            }
         };
-        Ok(Self { inner })
+        Ok(Self { inner, logical })
+    }
+
+    /// Uploads host values (any Burn element type) of an ONNX `shape`.
+    fn upload(data: Vec<impl burn::tensor::Element>, shape: &[usize], device: &Device, kind: Kind) -> Self {
+        let scalar = shape.is_empty() && !device.is_cpu();
+        let shape = Shape::from(if scalar { vec![1] } else { shape.to_vec() });
+        let data = burn::tensor::TensorData::new(data, shape);
+        let dev = device.dispatch();
+        let inner = match kind {
+            Kind::Float => Dispatch::float_from_data(data, dev),
+            Kind::Int => Dispatch::int_from_data(data, dev),
+            Kind::Bool => {
+                let store = DType::Bool(device.bool_dtype());
+                // Bool data converts to every bool store (u8 or u32 of 0/1); keep it as is otherwise.
+                let data = if data.dtype() == store { data } else { data.clone().try_cast(store).unwrap_or(data) };
+                Dispatch::bool_from_data(data, dev)
+            }
+        };
+        Self { inner, logical: Logical { scalar, dtype: None, decided: true } }
     }
 
     /// A float32 tensor from values.
     pub fn from_f32(shape: &[usize], values: Vec<f32>, device: &Device) -> Self {
-        let data = burn::tensor::TensorData::new(values, Shape::from(shape.to_vec()));
-        Self { inner: Dispatch::float_from_data(data, device.dispatch()) }
+        Self::upload(values, shape, device, Kind::Float)
     }
 
     /// An int64 tensor from values.
     pub fn from_i64(shape: &[usize], values: Vec<i64>, device: &Device) -> Self {
-        let data = burn::tensor::TensorData::new(values, Shape::from(shape.to_vec()));
-        Self { inner: Dispatch::int_from_data(data, device.dispatch()) }
+        Self::upload(values, shape, device, Kind::Int)
     }
 
     /// A bool tensor from values.
     pub fn from_bool(shape: &[usize], values: Vec<bool>, device: &Device) -> Self {
-        let data = burn::tensor::TensorData::new(values, Shape::from(shape.to_vec()));
-        Self { inner: Dispatch::bool_from_data(data, device.dispatch()) }
+        Self::upload(values, shape, device, Kind::Bool)
     }
 
-    /// Downloads the values as Burn data (blocking).
+    /// Downloads the held values as Burn data (blocking): the stand-in's type and shape.
     pub fn to_burn_data(&self) -> burn::tensor::TensorData {
         let t = self.inner.clone();
         match self.kind() {
@@ -178,9 +265,29 @@ impl Tensor {
         }
     }
 
-    /// Downloads the values as an IR tensor of the same ONNX type.
-    pub fn to_data(&self) -> Result<TensorData> {
+    /// Downloads the values in the ONNX type: a stand-in's values wrap (8/16-bit ints) or round
+    /// (BF16) to the type it stands for.
+    fn to_onnx_burn_data(&self) -> burn::tensor::TensorData {
         let data = self.to_burn_data();
+        let Some(dt) = self.logical.dtype else { return data };
+        let shape = data.shape().clone();
+        match dt {
+            DataType::BFloat16 => data.convert::<burn::tensor::bf16>(),
+            _ => {
+                let v: Vec<i64> = data.convert::<i64>().try_to_vec::<i64>().unwrap_or_default();
+                match dt {
+                    DataType::Int8 => burn::tensor::TensorData::new(v.iter().map(|x| *x as i8).collect(), shape),
+                    DataType::Uint8 => burn::tensor::TensorData::new(v.iter().map(|x| *x as u8).collect(), shape),
+                    DataType::Int16 => burn::tensor::TensorData::new(v.iter().map(|x| *x as i16).collect(), shape),
+                    _ => burn::tensor::TensorData::new(v.iter().map(|x| *x as u16).collect::<Vec<u16>>(), shape),
+                }
+            }
+        }
+    }
+
+    /// Downloads the values as an IR tensor of the same ONNX type and shape.
+    pub fn to_data(&self) -> Result<TensorData> {
+        let data = self.to_onnx_burn_data();
         let dtype = self.dtype();
         let shape = self.shape();
         if dtype == DataType::Bool {
@@ -195,32 +302,44 @@ impl Tensor {
     /// Values widened to f64 (any numeric or bool type), for comparisons and small host-side
     /// computations.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        self.to_burn_data().convert::<f64>().try_to_vec::<f64>().unwrap_or_default()
+        self.to_onnx_burn_data().convert::<f64>().try_to_vec::<f64>().unwrap_or_default()
     }
 
     pub fn to_f32_vec(&self) -> Vec<f32> {
-        self.to_burn_data().convert::<f32>().try_to_vec::<f32>().unwrap_or_default()
+        self.to_onnx_burn_data().convert::<f32>().try_to_vec::<f32>().unwrap_or_default()
     }
 
     /// Values as i64 (floats truncate), e.g. for shape and index arguments.
     pub fn to_i64_vec(&self) -> Vec<i64> {
         match self.kind() {
             Kind::Bool => self.to_burn_data().convert::<u8>().try_to_vec::<u8>().unwrap_or_default().into_iter().map(i64::from).collect(),
-            _ => self.to_burn_data().convert::<i64>().try_to_vec::<i64>().unwrap_or_default(),
+            _ => self.to_onnx_burn_data().convert::<i64>().try_to_vec::<i64>().unwrap_or_default(),
         }
     }
 
     /// Converts to another ONNX element type (float→int truncates toward zero, as ONNX Cast).
+    /// On a device that lacks `to`, the result is its stand-in, wrapped into `to`'s range.
     pub fn cast(self, to: DataType) -> Result<Self> {
         if self.dtype() == to {
-            return Ok(self);
+            return Ok(Self { logical: Logical { decided: true, ..self.logical }, ..self });
         }
         let unsupported = || ExecError::Input { name: String::new(), message: format!("cannot cast to {to}") };
+        let dev = self.inner.device();
+        let emulate = !device::is_cpu(&dev) && to != DataType::Bool && burn_dtype(to).is_some_and(|d| !device::supports_dtype(&dev, d));
+        let logical = Logical { scalar: self.logical.scalar, dtype: None, decided: true };
+        if emulate {
+            let stand_in = stand_in_dtype(to).ok_or_else(unsupported)?;
+            let physical = if stand_in == DType::F32 { DataType::Float } else { DataType::Int32 };
+            let held = Self { logical: Logical { dtype: None, ..self.logical }, ..self }.cast(physical)?;
+            let held = Self { inner: held.inner, logical: Logical { dtype: Some(to), ..logical } };
+            return Ok(held.wrapped());
+        }
         let inner = match (self.kind(), to) {
             (Kind::Bool, DataType::Bool) => self.inner,
             (_, DataType::Bool) => {
                 let zero = self.zeros_like();
-                return Ok(self.not_equal(&zero));
+                let out = self.not_equal(&zero);
+                return Ok(Self { inner: out.inner, logical });
             }
             (Kind::Float, t) if t.is_float() => Dispatch::float_cast(self.inner, float_dtype(t).ok_or_else(unsupported)?),
             (Kind::Float, t) => Dispatch::float_into_int(self.inner, int_dtype(t).ok_or_else(unsupported)?),
@@ -229,7 +348,52 @@ impl Tensor {
             (Kind::Bool, t) if t.is_float() => Dispatch::bool_into_float(self.inner, float_dtype(t).ok_or_else(unsupported)?),
             (Kind::Bool, t) => Dispatch::bool_into_int(self.inner, int_dtype(t).ok_or_else(unsupported)?),
         };
-        Ok(Self { inner })
+        Ok(Self { inner, logical })
+    }
+
+    /// A stand-in for an 8/16-bit int brought into its type's range on the device (two's
+    /// complement wrap, as the CPU's narrow ints do), so later operators see ONNX's values.
+    fn wrapped(self) -> Self {
+        let (bits, signed) = match self.logical.dtype {
+            Some(DataType::Int8) => (8, true),
+            Some(DataType::Uint8) => (8, false),
+            Some(DataType::Int16) => (16, true),
+            Some(DataType::Uint16) => (16, false),
+            _ => return self,
+        };
+        let mask = Scalar::Int((1i64 << bits) - 1);
+        let half = Scalar::Int(1i64 << (bits - 1));
+        let inner = if signed {
+            let shifted = Dispatch::int_add_scalar(self.inner, half);
+            Dispatch::int_sub_scalar(Dispatch::bitwise_and_scalar(shifted, mask), half)
+        } else {
+            Dispatch::bitwise_and_scalar(self.inner, mask)
+        };
+        Self { inner, logical: self.logical }
+    }
+
+    /// After an operator ran on a device with stand-ins: a raw result held in the stand-in type
+    /// of the operator's first stand-in input takes that input's ONNX type (wrapped into its range), so
+    /// `Add(int8, int8)` computed in I32 is int8 again. Results whose type the operator decided
+    /// (casts, uploads) keep it; so do inputs passed through.
+    pub fn adopt_stand_in(stand_in_input: Option<DataType>, outputs: &mut [Option<Value>]) {
+        let Some(dt) = stand_in_input else { return };
+        let Some(stand_in) = stand_in_dtype(dt) else { return };
+        for out in outputs.iter_mut() {
+            if let Some(Value::Tensor(t)) = out
+                && !t.logical.decided
+                && t.logical.dtype.is_none()
+                && t.inner.dtype() == stand_in
+            {
+                let held = Self { inner: t.inner.clone(), logical: Logical { dtype: Some(dt), ..t.logical } };
+                *t = held.wrapped();
+            }
+        }
+    }
+
+    /// The ONNX type a stand-in holds (`None` for a tensor held as is).
+    pub fn stand_in_for(&self) -> Option<DataType> {
+        self.logical.dtype
     }
 
     /// A tensor of zeros with this one's shape and type.
@@ -239,49 +403,60 @@ impl Tensor {
         let inner = match self.kind() {
             Kind::Float => Dispatch::float_zeros(shape, &device, self.burn_dtype().into()),
             Kind::Int => Dispatch::int_zeros(shape, &device, self.burn_dtype().into()),
-            Kind::Bool => Dispatch::bool_zeros(shape, &device, BOOL),
+            Kind::Bool => Dispatch::bool_zeros(shape, &device, device::bool_dtype(&device)),
         };
-        Self { inner }
+        Self { inner, logical: self.logical }
     }
 
     /// Element-wise `!=` (any kind), a bool tensor. Shapes must broadcast.
     pub fn not_equal(&self, other: &Self) -> Self {
         let (a, b) = (self.inner.clone(), other.inner.clone());
+        let bool_dt = bool_for(&a);
         let inner = match self.kind() {
-            Kind::Float => Dispatch::float_not_equal(a, b, BOOL),
-            Kind::Int => Dispatch::int_not_equal(a, b, BOOL),
+            Kind::Float => Dispatch::float_not_equal(a, b, bool_dt),
+            Kind::Int => Dispatch::int_not_equal(a, b, bool_dt),
             Kind::Bool => Dispatch::bool_not_equal(a, b),
         };
-        Self { inner }
+        let scalar = self.logical.scalar && other.logical.scalar;
+        Self { inner, logical: Logical { scalar, dtype: None, decided: false } }
     }
 
-    /// Same values, new shape (element counts must match; checked by the caller).
+    /// Same values, new shape (element counts must match; checked by the caller). A shape `[]`
+    /// is held as `[1]` where the device has no rank-0 tensors.
     pub fn reshape(self, shape: &[usize]) -> Self {
-        let shape = Shape::from(shape.to_vec());
-        let inner = match self.kind() {
-            Kind::Float => Dispatch::float_reshape(self.inner, shape),
-            Kind::Int => Dispatch::int_reshape(self.inner, shape),
-            Kind::Bool => Dispatch::bool_reshape(self.inner, shape),
-        };
-        Self { inner }
+        let scalar = shape.is_empty() && !device::is_cpu(&self.inner.device());
+        let target = if scalar { vec![1] } else { shape.to_vec() };
+        let (logical, kind) = (self.logical, self.kind());
+        let out = if self.inner.shape().to_vec() == target { self.inner } else { reshape_raw(kind, self.inner, Shape::from(target)) };
+        Self { inner: out, logical: Logical { scalar, ..logical } }
     }
 
     pub fn permute(self, axes: &[usize]) -> Self {
-        let inner = match self.kind() {
-            Kind::Float => Dispatch::float_permute(self.inner, axes),
-            Kind::Int => Dispatch::int_permute(self.inner, axes),
-            Kind::Bool => Dispatch::bool_permute(self.inner, axes),
+        if self.logical.scalar {
+            return self;
+        }
+        let (logical, kind) = (self.logical, self.kind());
+        let inner = self.inner;
+        let inner = match kind {
+            Kind::Float => Dispatch::float_permute(inner, axes),
+            Kind::Int => Dispatch::int_permute(inner, axes),
+            Kind::Bool => Dispatch::bool_permute(inner, axes),
         };
-        Self { inner }
+        Self::derive(logical, inner)
     }
 
     pub fn slice(self, slices: &[Slice]) -> Self {
-        let inner = match self.kind() {
-            Kind::Float => Dispatch::float_slice(self.inner, slices),
-            Kind::Int => Dispatch::int_slice(self.inner, slices),
-            Kind::Bool => Dispatch::bool_slice(self.inner, slices),
+        if self.logical.scalar {
+            return self;
+        }
+        let (logical, kind) = (self.logical, self.kind());
+        let inner = self.inner;
+        let inner = match kind {
+            Kind::Float => Dispatch::float_slice(inner, slices),
+            Kind::Int => Dispatch::int_slice(inner, slices),
+            Kind::Bool => Dispatch::bool_slice(inner, slices),
         };
-        Self { inner }
+        Self::derive(logical, inner)
     }
 
     /// Broadcasts to `shape` (must be broadcast-compatible; checked by the caller).
@@ -289,52 +464,74 @@ impl Tensor {
         if self.shape() == shape {
             return self;
         }
-        let shape = Shape::from(shape.to_vec());
-        let inner = match self.kind() {
-            Kind::Float => Dispatch::float_expand(self.inner, shape),
-            Kind::Int => Dispatch::int_expand(self.inner, shape),
-            Kind::Bool => Dispatch::bool_expand(self.inner, shape),
+        let target = Shape::from(shape.to_vec());
+        let (logical, kind) = (self.logical, self.kind());
+        let inner = self.inner;
+        let inner = match kind {
+            Kind::Float => Dispatch::float_expand(inner, target),
+            Kind::Int => Dispatch::int_expand(inner, target),
+            Kind::Bool => Dispatch::bool_expand(inner, target),
         };
-        Self { inner }
+        Self::derive(logical, inner)
     }
 
     /// Concatenates same-kind tensors along `axis` (shapes checked by the caller).
     pub fn cat(tensors: Vec<Self>, axis: usize) -> Self {
         let kind = tensors.first().map_or(Kind::Float, Tensor::kind);
+        let logical = tensors.first().map(|t| Logical { scalar: false, ..t.logical }).unwrap_or_default();
         let inner: Vec<DispatchTensor> = tensors.into_iter().map(|t| t.inner).collect();
         let inner = match kind {
             Kind::Float => Dispatch::float_cat(inner, axis),
             Kind::Int => Dispatch::int_cat(inner, axis),
             Kind::Bool => Dispatch::bool_cat(inner, axis),
         };
-        Self { inner }
+        Self { inner, logical }
     }
 
     /// Picks entries along `axis` by an int64 index vector.
     pub fn select(self, axis: usize, indices: &Tensor) -> Self {
         let idx = indices.inner.clone();
-        let inner = match self.kind() {
+        let (logical, kind) = (self.logical, self.kind());
+        let inner = match kind {
             Kind::Float => Dispatch::float_select(self.inner, axis, idx),
             Kind::Int => Dispatch::int_select(self.inner, axis, idx),
             // flex's bool_select returns a bool tensor labelled U8; go through int64 instead.
             Kind::Bool => {
                 let as_int = Dispatch::bool_into_int(self.inner, IntDType::I64);
-                let picked = Self { inner: Dispatch::int_select(as_int, axis, idx) };
+                let picked = Self::from_dispatch(Dispatch::int_select(as_int, axis, idx));
                 return picked.clone().not_equal(&picked.zeros_like());
             }
         };
-        Self { inner }
+        Self::derive(logical, inner)
     }
 
     /// `where(mask, value, self)`; all three broadcast to the same shape (checked by the caller).
     pub fn mask_where(self, mask: &Tensor, value: Tensor) -> Self {
         let m = mask.inner.clone();
-        let inner = match self.kind() {
-            Kind::Float => Dispatch::float_mask_where(self.inner, m, value.inner),
-            Kind::Int => Dispatch::int_mask_where(self.inner, m, value.inner),
-            Kind::Bool => Dispatch::bool_mask_where(self.inner, m, value.inner),
+        let (logical, kind) = (self.logical, self.kind());
+        let inner = self.inner;
+        let inner = match kind {
+            Kind::Float => Dispatch::float_mask_where(inner, m, value.inner),
+            Kind::Int => Dispatch::int_mask_where(inner, m, value.inner),
+            Kind::Bool => Dispatch::bool_mask_where(inner, m, value.inner),
         };
-        Self { inner }
+        Self { inner, logical }
+    }
+}
+
+fn kind_of(dt: DType) -> Kind {
+    match dt {
+        DType::Bool(_) => Kind::Bool,
+        d if d.is_float() => Kind::Float,
+        _ => Kind::Int,
+    }
+}
+
+fn reshape_raw(kind: Kind, t: DispatchTensor, shape: Shape) -> DispatchTensor {
+    match kind {
+        Kind::Float => Dispatch::float_reshape(t, shape),
+        Kind::Int => Dispatch::int_reshape(t, shape),
+        Kind::Bool => Dispatch::bool_reshape(t, shape),
     }
 }
 

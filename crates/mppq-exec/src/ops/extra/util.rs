@@ -40,7 +40,7 @@ pub fn zeros(shape: &[usize], like: &Tensor, ctx: &KernelContext<'_>) -> Tensor 
     Tensor::from_dispatch(match like.kind() {
         crate::tensor::Kind::Float => Dispatch::float_zeros(s, dev, dt.into()),
         crate::tensor::Kind::Int => Dispatch::int_zeros(s, dev, dt.into()),
-        crate::tensor::Kind::Bool => Dispatch::bool_zeros(s, dev, burn::tensor::BoolDType::Native),
+        crate::tensor::Kind::Bool => Dispatch::bool_zeros(s, dev, crate::device::bool_dtype(dev)),
     })
 }
 

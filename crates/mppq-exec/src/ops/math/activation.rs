@@ -2,7 +2,7 @@
 //! LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus, Softsign, Mish, Gelu
 //! (`approximate` none/tanh), ThresholdedRelu, Shrink.
 
-use super::util::{BOOL, float_full_like, need_float, one};
+use super::util::{float_full_like, need_float, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -112,11 +112,11 @@ fn apply(act: Act, x: DispatchTensor) -> DispatchTensor {
     match act {
         Act::LeakyRelu { alpha } => Dispatch::leaky_relu(x, s(alpha)),
         Act::Elu { alpha } => {
-            let mask = Dispatch::float_lower_elem(x.clone(), s(0.0), BOOL);
+            let mask = Dispatch::float_lower_elem(x.clone(), s(0.0), crate::tensor::bool_for(&x));
             pick(mask, muls(expm1(x.clone()), alpha), x)
         }
         Act::Selu { alpha, gamma } => {
-            let mask = Dispatch::float_lower_equal_elem(x.clone(), s(0.0), BOOL);
+            let mask = Dispatch::float_lower_equal_elem(x.clone(), s(0.0), crate::tensor::bool_for(&x));
             pick(mask, muls(expm1(x.clone()), alpha * gamma), muls(x, gamma))
         }
         Act::Celu { alpha } => {
@@ -138,13 +138,13 @@ fn apply(act: Act, x: DispatchTensor) -> DispatchTensor {
             Dispatch::float_mul(muls(x, 0.5), adds(Dispatch::float_tanh(inner), 1.0))
         }
         Act::ThresholdedRelu { alpha } => {
-            let mask = Dispatch::float_greater_elem(x.clone(), s(alpha), BOOL);
+            let mask = Dispatch::float_greater_elem(x.clone(), s(alpha), crate::tensor::bool_for(&x));
             let zero = float_full_like(&x, 0.0);
             pick(mask, x, zero)
         }
         Act::Shrink { bias, lambd } => {
-            let low = Dispatch::float_lower_elem(x.clone(), s(-lambd), BOOL);
-            let high = Dispatch::float_greater_elem(x.clone(), s(lambd), BOOL);
+            let low = Dispatch::float_lower_elem(x.clone(), s(-lambd), crate::tensor::bool_for(&x));
+            let high = Dispatch::float_greater_elem(x.clone(), s(lambd), crate::tensor::bool_for(&x));
             let zero = float_full_like(&x, 0.0);
             let y = pick(high, adds(x.clone(), -bias), zero);
             pick(low, adds(x, bias), y)

@@ -1,7 +1,7 @@
 //! Comparisons with numpy broadcasting, giving bool tensors: Equal (numbers and bools),
 //! Greater, GreaterOrEqual, Less, LessOrEqual.
 
-use super::util::{BOOL, align_binary, one};
+use super::util::{align_binary, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Kind;
@@ -48,17 +48,18 @@ impl Kernel for Compare {
         let (a, b, _) = align_binary(ctx, a, b)?;
         let kind = a.kind();
         let (x, y) = (a.into_dispatch(), b.into_dispatch());
+        let bd = crate::tensor::bool_for(&x);
         let out = match (kind, self.cmp) {
-            (Kind::Float, Cmp::Eq) => Dispatch::float_equal(x, y, BOOL),
-            (Kind::Float, Cmp::Gt) => Dispatch::float_greater(x, y, BOOL),
-            (Kind::Float, Cmp::Ge) => Dispatch::float_greater_equal(x, y, BOOL),
-            (Kind::Float, Cmp::Lt) => Dispatch::float_lower(x, y, BOOL),
-            (Kind::Float, Cmp::Le) => Dispatch::float_lower_equal(x, y, BOOL),
-            (Kind::Int, Cmp::Eq) => Dispatch::int_equal(x, y, BOOL),
-            (Kind::Int, Cmp::Gt) => Dispatch::int_greater(x, y, BOOL),
-            (Kind::Int, Cmp::Ge) => Dispatch::int_greater_equal(x, y, BOOL),
-            (Kind::Int, Cmp::Lt) => Dispatch::int_lower(x, y, BOOL),
-            (Kind::Int, Cmp::Le) => Dispatch::int_lower_equal(x, y, BOOL),
+            (Kind::Float, Cmp::Eq) => Dispatch::float_equal(x, y, bd),
+            (Kind::Float, Cmp::Gt) => Dispatch::float_greater(x, y, bd),
+            (Kind::Float, Cmp::Ge) => Dispatch::float_greater_equal(x, y, bd),
+            (Kind::Float, Cmp::Lt) => Dispatch::float_lower(x, y, bd),
+            (Kind::Float, Cmp::Le) => Dispatch::float_lower_equal(x, y, bd),
+            (Kind::Int, Cmp::Eq) => Dispatch::int_equal(x, y, bd),
+            (Kind::Int, Cmp::Gt) => Dispatch::int_greater(x, y, bd),
+            (Kind::Int, Cmp::Ge) => Dispatch::int_greater_equal(x, y, bd),
+            (Kind::Int, Cmp::Lt) => Dispatch::int_lower(x, y, bd),
+            (Kind::Int, Cmp::Le) => Dispatch::int_lower_equal(x, y, bd),
             (Kind::Bool, Cmp::Eq) => Dispatch::bool_equal(x, y),
             (Kind::Bool, _) => return Err(ctx.err("boolean operands can only be compared for equality")),
         };

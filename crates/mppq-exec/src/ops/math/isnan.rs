@@ -1,7 +1,7 @@
 //! Float classification, giving bool tensors: IsNaN, and IsInf (`detect_positive`,
 //! `detect_negative`).
 
-use super::util::{BOOL, need_float, one};
+use super::util::{need_float, one};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::value::Value;
@@ -34,14 +34,15 @@ impl Kernel for Classify {
         let x = ctx.inputs(inputs).tensor(0)?;
         need_float(ctx, &x)?;
         let x = x.into_dispatch();
+        let bd = crate::tensor::bool_for(&x);
         one(match self.0 {
-            Check::NaN => Dispatch::float_is_nan(x, BOOL),
-            Check::Inf { positive: true, negative: true } => Dispatch::float_is_inf(x, BOOL),
-            Check::Inf { positive: true, negative: false } => Dispatch::float_equal_elem(x, Scalar::Float(f64::INFINITY), BOOL),
+            Check::NaN => Dispatch::float_is_nan(x, bd),
+            Check::Inf { positive: true, negative: true } => Dispatch::float_is_inf(x, bd),
+            Check::Inf { positive: true, negative: false } => Dispatch::float_equal_elem(x, Scalar::Float(f64::INFINITY), bd),
             Check::Inf { positive: false, negative: true } => {
-                Dispatch::float_equal_elem(x, Scalar::Float(f64::NEG_INFINITY), BOOL)
+                Dispatch::float_equal_elem(x, Scalar::Float(f64::NEG_INFINITY), bd)
             }
-            Check::Inf { positive: false, negative: false } => Dispatch::bool_zeros(x.shape(), &x.device(), BOOL),
+            Check::Inf { positive: false, negative: false } => Dispatch::bool_zeros(x.shape(), &x.device(), bd),
         })
     }
 }

@@ -1,7 +1,7 @@
 //! PRelu: `x < 0 ? slope * x : x`, the slope broadcasting to the input (float and integer).
 //! Before opset 7 a 1-D slope of one value per channel applies along axis 1.
 
-use super::util::{BOOL, align_binary, int_scalar, one, select};
+use super::util::{align_binary, int_scalar, one, select};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Kind;
@@ -45,11 +45,11 @@ impl Kernel for PRelu {
         let (x, slope) = (x.into_dispatch(), slope.into_dispatch());
         let out = match kind {
             Kind::Float => {
-                let mask = Dispatch::float_lower_elem(x.clone(), Scalar::Float(0.0), BOOL);
+                let mask = Dispatch::float_lower_elem(x.clone(), Scalar::Float(0.0), crate::tensor::bool_for(&x));
                 select(mask, Dispatch::float_mul(x.clone(), slope), x, kind)
             }
             Kind::Int => {
-                let mask = Dispatch::int_lower_elem(x.clone(), int_scalar(0, dtype), BOOL);
+                let mask = Dispatch::int_lower_elem(x.clone(), int_scalar(0, dtype), crate::tensor::bool_for(&x));
                 select(mask, Dispatch::int_mul(x.clone(), slope), x, kind)
             }
             Kind::Bool => return Err(ctx.err("boolean inputs are not supported")),

@@ -8,10 +8,7 @@ use crate::value::Value;
 use burn::backend::DispatchTensor;
 use burn::backend::ops::{FloatTensorOps, IntTensorOps, BoolTensorOps};
 use burn::backend::{Dispatch, TensorMetadata};
-use burn::tensor::{BoolDType, DType, Scalar};
-
-/// The bool dtype every comparison produces.
-pub const BOOL: BoolDType = BoolDType::Native;
+use burn::tensor::{DType, Scalar};
 
 /// A shape error naming the node.
 pub fn shape_err(ctx: &KernelContext<'_>, left: Vec<usize>, right: Vec<usize>, message: &str) -> ExecError {
@@ -111,7 +108,7 @@ pub fn select(mask: DispatchTensor, a: DispatchTensor, b: DispatchTensor, kind: 
 /// Whether any element of an integer tensor is zero (a small host read of one bool).
 pub fn has_zero(t: &Tensor) -> bool {
     let dtype = t.burn_dtype();
-    let eq = Dispatch::int_equal_elem(t.dispatch().clone(), int_scalar(0, dtype), BOOL);
+    let eq = Dispatch::int_equal_elem(t.dispatch().clone(), int_scalar(0, dtype), crate::tensor::bool_for(t.dispatch()));
     let any = Dispatch::bool_any(eq);
     Tensor::from_dispatch(any).to_i64_vec().first().copied().unwrap_or(0) != 0
 }
@@ -126,8 +123,8 @@ pub fn div_overflows(x: &Tensor, y: &Tensor) -> bool {
         DType::I64 => i64::MIN,
         _ => return false,
     };
-    let at_min = Dispatch::int_equal_elem(x.dispatch().clone(), Scalar::Int(min), BOOL);
-    let minus_one = Dispatch::int_equal_elem(y.dispatch().clone(), Scalar::Int(-1), BOOL);
+    let at_min = Dispatch::int_equal_elem(x.dispatch().clone(), Scalar::Int(min), crate::tensor::bool_for(x.dispatch()));
+    let minus_one = Dispatch::int_equal_elem(y.dispatch().clone(), Scalar::Int(-1), crate::tensor::bool_for(y.dispatch()));
     let any = Dispatch::bool_any(Dispatch::bool_and(at_min, minus_one));
     Tensor::from_dispatch(any).to_i64_vec().first().copied().unwrap_or(0) != 0
 }

@@ -1,7 +1,7 @@
 //! Variadic element-wise operators with numpy broadcasting: Max, Min, Sum (float and integer)
 //! and Mean (float). One fold, parameterised by the pairwise operation; float Max/Min propagate NaN.
 
-use super::util::{BOOL, align_binary, one, select};
+use super::util::{align_binary, one, select};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::Kind;
@@ -37,17 +37,17 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 
 /// Float Max/Min take `y` where it wins or is NaN, so NaN propagates from either side.
 fn takes_y(wins: DispatchTensor, y: &DispatchTensor) -> DispatchTensor {
-    Dispatch::bool_or(wins, Dispatch::float_is_nan(y.clone(), BOOL))
+    Dispatch::bool_or(wins, Dispatch::float_is_nan(y.clone(), crate::tensor::bool_for(&y)))
 }
 
 fn pair(op: Op, kind: Kind, x: DispatchTensor, y: DispatchTensor) -> DispatchTensor {
     match (op, kind) {
         (Op::Sum | Op::Mean, Kind::Float) => Dispatch::float_add(x, y),
         (Op::Sum | Op::Mean, _) => Dispatch::int_add(x, y),
-        (Op::Max, Kind::Float) => select(takes_y(Dispatch::float_lower(x.clone(), y.clone(), BOOL), &y), y, x, kind),
-        (Op::Max, _) => select(Dispatch::int_lower(x.clone(), y.clone(), BOOL), y, x, kind),
-        (Op::Min, Kind::Float) => select(takes_y(Dispatch::float_greater(x.clone(), y.clone(), BOOL), &y), y, x, kind),
-        (Op::Min, _) => select(Dispatch::int_greater(x.clone(), y.clone(), BOOL), y, x, kind),
+        (Op::Max, Kind::Float) => select(takes_y(Dispatch::float_lower(x.clone(), y.clone(), crate::tensor::bool_for(&y)), &y), y, x, kind),
+        (Op::Max, _) => select(Dispatch::int_lower(x.clone(), y.clone(), crate::tensor::bool_for(&x)), y, x, kind),
+        (Op::Min, Kind::Float) => select(takes_y(Dispatch::float_greater(x.clone(), y.clone(), crate::tensor::bool_for(&x)), &y), y, x, kind),
+        (Op::Min, _) => select(Dispatch::int_greater(x.clone(), y.clone(), crate::tensor::bool_for(&x)), y, x, kind),
     }
 }
 

@@ -9,7 +9,6 @@ use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, BoolTensorOps, FloatTensorOps};
 use burn::backend::{Dispatch, DispatchTensor, TensorMetadata};
-use super::util::BOOL;
 use burn::tensor::{Scalar, Shape, Slice};
 
 pub fn register(r: &mut OpRegistry) {
@@ -93,7 +92,7 @@ fn act(a: Act, x: D) -> D {
         Act::Affine(al, be) => Dispatch::float_add_scalar(Dispatch::float_mul_scalar(x, sc(al)), sc(be)),
         Act::LeakyRelu(al) => Dispatch::leaky_relu(x, sc(al)),
         Act::ThresholdedRelu(al) => {
-            let keep = Dispatch::float_greater_elem(x.clone(), sc(al), BOOL);
+            let keep = Dispatch::float_greater_elem(x.clone(), sc(al), crate::tensor::bool_for(&x));
             let zeros = Dispatch::float_zeros(x.shape(), &x.device(), x.dtype().into());
             Dispatch::float_mask_where(zeros, keep, x)
         }
@@ -101,7 +100,7 @@ fn act(a: Act, x: D) -> D {
         Act::HardSigmoid(al, be) => Dispatch::hard_sigmoid(x, sc(al), sc(be)),
         Act::Elu(al) => {
             // x if x >= 0 else alpha * (exp(x) - 1)
-            let neg = Dispatch::float_lower_elem(x.clone(), sc(0.0), BOOL);
+            let neg = Dispatch::float_lower_elem(x.clone(), sc(0.0), crate::tensor::bool_for(&x));
             let e = Dispatch::float_mul_scalar(Dispatch::float_sub_scalar(Dispatch::float_exp(x.clone()), sc(1.0)), sc(al));
             Dispatch::float_mask_where(x, neg, e)
         }

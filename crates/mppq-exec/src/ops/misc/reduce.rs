@@ -2,7 +2,7 @@
 //! ReduceLogSumExp and ReduceSumSquare: one kernel parameterised by the reduction kind
 //! (a pre-map, a core reduction over each axis, a post-map).
 
-use super::util::{BOOL, full_like_dtype, normalize_axes};
+use super::util::{full_like_dtype, normalize_axes};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Kind, Tensor};
@@ -143,7 +143,7 @@ fn reduce_core(t: Tensor, axes: &[usize], core: Core) -> Tensor {
 /// overflow; an infinite maximum is not subtracted (the result is then that infinity).
 fn log_sum_exp(x: Tensor, axes: &[usize], in_shape: &[usize]) -> Tensor {
     let m = reduce_core(x.clone(), axes, Core::Max).into_dispatch();
-    let inf = Dispatch::float_is_inf(m.clone(), BOOL);
+    let inf = Dispatch::float_is_inf(m.clone(), crate::tensor::bool_for(&m));
     let zeros = Dispatch::float_zeros(m.shape(), &m.device(), m.dtype().into());
     let m = Dispatch::float_mask_where(m, inf, zeros);
     let shifted = Dispatch::float_sub(x.into_dispatch(), Dispatch::float_expand(m.clone(), Shape::from(in_shape.to_vec())));

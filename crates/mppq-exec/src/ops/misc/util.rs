@@ -5,9 +5,7 @@ use crate::registry::KernelContext;
 use crate::tensor::{Kind, Tensor, normalize_axis};
 use burn::backend::Dispatch;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
-use burn::tensor::{BoolDType, Scalar, Shape};
-
-pub const BOOL: BoolDType = BoolDType::Native;
+use burn::tensor::{Scalar, Shape};
 
 /// A tensor of `shape` filled with `value`, of the same dtype as `like`.
 pub fn full_like_dtype(shape: &[usize], value: f64, like: &Tensor, ctx: &KernelContext<'_>) -> Tensor {
@@ -18,7 +16,7 @@ pub fn full_like_dtype(shape: &[usize], value: f64, like: &Tensor, ctx: &KernelC
         Kind::Float => Dispatch::float_full(shape, Scalar::from(value), dev, dt.into()),
         Kind::Int => Dispatch::int_full(shape, Scalar::from(value as i64), dev, dt.into()),
         Kind::Bool => {
-            let z = Dispatch::bool_zeros(shape, dev, BOOL);
+            let z = Dispatch::bool_zeros(shape, dev, crate::device::bool_dtype(dev));
             if value != 0.0 { Dispatch::bool_not(z) } else { z }
         }
     };

@@ -156,11 +156,11 @@ impl Kernel for Attention {
             } else {
                 additive
             };
-            bias = Some(additive.into_dispatch());
+            bias = Some(lift4(additive).into_dispatch());
         }
         if self.causal {
             let v: Vec<f32> = (0..ql).flat_map(|i| (0..total).map(move |j| if j > i + past_len { f32::NEG_INFINITY } else { 0.0 })).collect();
-            let c = Tensor::from_f32(&[ql, total], v, ctx.device).cast(dtype)?.into_dispatch();
+            let c = Tensor::from_f32(&[1, 1, ql, total], v, ctx.device).cast(dtype)?.into_dispatch();
             bias = Some(match bias {
                 None => c,
                 Some(b) => Dispatch::float_add(b, c),
@@ -229,4 +229,13 @@ impl Kernel for Attention {
         let qk_out = qk_out.map(|t| Tensor::from_dispatch(t).cast(dtype)).transpose()?;
         Ok(vec![Some(Tensor::from_dispatch(y).into()), Some(present_k.into()), Some(present_v.into()), qk_out.map(Value::from)])
     }
+}
+
+/// The bias terms at rank 4 ([B, H, q, total] with leading 1s): cubecl broadcasts only tensors of
+/// equal rank (flex also aligns ranks, numpy-style).
+fn lift4(t: Tensor) -> Tensor {
+    let s = t.shape();
+    let mut shape = vec![1; 4usize.saturating_sub(s.len())];
+    shape.extend_from_slice(&s);
+    t.reshape(&shape)
 }

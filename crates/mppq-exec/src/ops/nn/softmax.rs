@@ -9,7 +9,7 @@ use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn::backend::{Dispatch, DispatchTensor, TensorMetadata};
-use burn::tensor::{BoolDType, IntDType};
+use burn::tensor::{IntDType};
 
 pub fn register(r: &mut OpRegistry) {
     for op in ["Softmax", "LogSoftmax", "Hardmax"] {
@@ -67,7 +67,8 @@ fn apply(func: Func, x: DispatchTensor, axis: usize) -> DispatchTensor {
             );
             let arg = Dispatch::int_expand(arg, shape.clone().into());
             let iota = Dispatch::int_expand(iota, shape.into());
-            let hit = Dispatch::int_equal(arg, iota, BoolDType::Native);
+            let bd = crate::tensor::bool_for(&arg);
+            let hit = Dispatch::int_equal(arg, iota, bd);
             Dispatch::bool_into_float(hit, dtype.into())
         }
     }

@@ -25,6 +25,28 @@ fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
 
+/// The ResNet-18 model and its calibration directory, generated into `target/bench` on first use
+/// (45 MB: not committed).
+pub fn ensure_resnet18() -> Result<(PathBuf, PathBuf)> {
+    let dir = workspace_root().join("target/bench");
+    let model = dir.join("resnet18.onnx");
+    let calib = dir.join("calib");
+    if !model.exists() || !calib.exists() {
+        std::fs::create_dir_all(&dir)?;
+        let status = Command::new(pyenv::python()?)
+            .arg(pyenv::script("gen_testdata.py"))
+            .arg("--resnet18")
+            .arg(&model)
+            .arg("--resnet18-calib")
+            .arg(&calib)
+            .status()?;
+        if !status.success() {
+            bail!("generating ResNet-18 failed");
+        }
+    }
+    Ok((model, calib))
+}
+
 /// (name, model, one input batch as .npz)
 fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
     let root = workspace_root();
@@ -37,22 +59,7 @@ fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
         ));
     }
     if !opts.skip_resnet {
-        let dir = root.join("target/bench");
-        let model = dir.join("resnet18.onnx");
-        let calib = dir.join("calib");
-        if !model.exists() {
-            std::fs::create_dir_all(&dir)?;
-            let status = Command::new(pyenv::python()?)
-                .arg(pyenv::script("gen_testdata.py"))
-                .arg("--resnet18")
-                .arg(&model)
-                .arg("--resnet18-calib")
-                .arg(&calib)
-                .status()?;
-            if !status.success() {
-                bail!("generating ResNet-18 failed");
-            }
-        }
+        let (model, calib) = ensure_resnet18()?;
         let first = std::fs::read_dir(&calib)?
             .flatten()
             .map(|e| e.path())

@@ -82,15 +82,12 @@ enum Command {
         models: Vec<String>,
         #[arg(long)]
         json: Option<PathBuf>,
-        /// Measure an alternative weight width of the default platform.
+        /// Also check ResNet-18 (generated into target/bench on first use).
         #[arg(long)]
-        weight_bits: Option<u32>,
-        /// Measure an alternative activation width of the default platform.
+        resnet18: bool,
+        /// Quantization setting (.toml/.json: platform, pass knobs, export options), as `mppq quantize --setting`.
         #[arg(long)]
-        activation_bits: Option<u32>,
-        /// Measure int8 (instead of uint8) activations.
-        #[arg(long)]
-        activation_signed: Option<bool>,
+        setting: Option<PathBuf>,
         /// ONNX Runtime graph optimisations: all, basic or none.
         #[arg(long, default_value = "all")]
         ort_opt: String,
@@ -114,8 +111,8 @@ fn main() -> Result<()> {
         Command::Bench { runs, warmup, threads, json, skip_resnet } => {
             bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet })
         }
-        Command::QdqCheck { models, json, weight_bits, activation_bits, activation_signed, ort_opt } => {
-            let opts = qdq_check::Options { models, json, weight_bits, activation_bits, activation_signed, ort_opt };
+        Command::QdqCheck { models, json, resnet18, setting, ort_opt } => {
+            let opts = qdq_check::Options { models, resnet18, json, setting, ort_opt };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::Pyenv => {

@@ -1,17 +1,15 @@
 //! `cargo xtask qdq-check`: the proof that a QDQ export computes what our simulation computes.
-//! For each testdata model: quantize (default platform, 8 calibration batches), export QDQ, run
+//! For each testdata model (and ResNet-18 with `--resnet18`): quantize exactly as `mppq quantize`
+//! does (the setting's platform and pass pipeline, 8 calibration batches), export QDQ, run
 //! the export in ONNX Runtime (default optimisations: fused integer kernels) and in our own
 //! executor, run the fake-quant simulation, and compare on the calibration batches.
 
 use anyhow::{Context, Result, anyhow, bail};
-use mppq_dispatch::{DispatchContext, TargetPrecision, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
 use mppq_ir::quant::TensorQuantConfig;
-use mppq_ir::{Graph, Model, VarId};
-use mppq_onnx::export::qdq::{QdqOptions, export_qdq};
-use mppq_quant::calibrate::{CalibrationSetting, calibrate};
+use mppq_ir::{Graph, VarId};
+use mppq_onnx::export::qdq::export_qdq;
 use mppq_quant::metrics::snr_db;
-use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer, init_quantization};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,11 +22,11 @@ pub const MAX_DELTA_SNR_DB: f64 = 0.1;
 
 pub struct Options {
     pub models: Vec<String>,
+    /// Also check the ResNet-18 model (generated into target/bench on first use).
+    pub resnet18: bool,
     pub json: Option<PathBuf>,
-    /// Overrides of the default platform (for measuring alternatives).
-    pub weight_bits: Option<u32>,
-    pub activation_bits: Option<u32>,
-    pub activation_signed: Option<bool>,
+    /// The quantization setting (platform, pipeline knobs); the defaults when `None`.
+    pub setting: Option<PathBuf>,
     /// ORT graph optimisation level: all (default), basic, none.
     pub ort_opt: String,
 }
@@ -47,10 +45,12 @@ pub struct ModelResult {
     pub snr_ours_db: f64,
     pub max_diff_steps: f64,
     pub pass: bool,
+    /// Whether a miss fails the check (testdata models) or is only reported (ResNet-18, see
+    /// docs/export.md: deep stacks of 3x3 convolutions accumulate float-order differences).
+    pub gated: bool,
 }
 
-fn batches(model: &str) -> Result<Vec<PathBuf>> {
-    let dir = workspace_root().join(format!("testdata/{model}_calib"));
+fn batches(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -78,19 +78,6 @@ fn outputs_f32(out: Vec<(String, Value)>) -> Result<Vec<(String, Vec<f32>)>> {
             Ok((n, t))
         })
         .collect()
-}
-
-/// The default platform on `model`: fold BN, conservative dispatch, init, calibrate.
-pub fn quantize(model: &mut Model, batches: &[Vec<(String, Value)>], q: &OnnxRuntimeQuantizer, device: &Device) -> Result<()> {
-    let graph = &mut model.graph;
-    mppq_ir::morph::fold_batchnorm(graph)?;
-    let ctx = DispatchContext::new(TargetPrecision::Int8, q.quant_operation_types());
-    dispatcher_by_name("conservative")?.dispatch(graph, &ctx)?.apply(graph)?;
-    init_quantization(graph, q)?;
-    let opsets = |d: &str| model.opset_imports.get(d).copied().unwrap_or(0);
-    let exec = Executor::new(&model.graph, &OpRegistry::builtin(), device, &opsets)?;
-    calibrate(&mut model.graph, &exec, batches, &CalibrationSetting::default(), |_, _, _| {})?;
-    Ok(())
 }
 
 /// The output config that decides a graph output's grid: its producer's, looking through
@@ -141,24 +128,22 @@ fn agreement(a: &[f32], b: &[f32], step: Option<f32>) -> (usize, f64) {
     (ok, worst)
 }
 
-pub fn check_model(name: &str, opts: &Options, python: &Path) -> Result<ModelResult> {
+/// Quantizes `model_path` exactly as `mppq quantize` does (the full pass pipeline of the setting's
+/// platform), exports it, and compares ONNX Runtime, our executor and the simulation on the batches.
+pub fn check_model(name: &str, model_path: &Path, calib_dir: &Path, opts: &Options, python: &Path) -> Result<ModelResult> {
     let device = Device::cpu();
-    let root = workspace_root();
-    let files = batches(name)?;
+    let files = batches(calib_dir)?;
     let data: Vec<_> = files.iter().map(|f| feeds(f, &device)).collect::<Result<_>>()?;
-    let mut model = mppq_onnx::load_model(root.join(format!("testdata/{name}.onnx")))?;
-    let mut q = OnnxRuntimeQuantizer::default();
-    if let Some(b) = opts.weight_bits {
-        q.weight_bits = b;
-    }
-    if let Some(b) = opts.activation_bits {
-        q.activation_bits = b;
-    }
-    if let Some(s) = opts.activation_signed {
-        q.activation_signed = s;
-    }
-    quantize(&mut model, &data, &q, &device)?;
-    let exported = export_qdq(&model, &QdqOptions::default())?;
+    let setting = match &opts.setting {
+        Some(path) => mppq_api::QuantizeSetting::from_file(path)?,
+        None => mppq_api::QuantizeSetting::default(),
+    };
+    let export_options = setting.export.clone();
+    let mut quantizer = mppq_api::load_quantizer(model_path, setting)?;
+    let calib = mppq_api::CalibrationSet::from_path(&quantizer.model, calib_dir, Some(files.len()))?;
+    quantizer.quantize(&calib, &mut mppq_api::passes::NoProgress)?;
+    let model = quantizer.model;
+    let exported = export_qdq(&model, &export_options)?;
     let dir = tempfile::tempdir()?;
     let path = dir.path().join(format!("{name}.qdq.onnx"));
     mppq_onnx::save_model(&exported, &path, &Default::default())?;
@@ -236,16 +221,18 @@ pub fn check_model(name: &str, opts: &Options, python: &Path) -> Result<ModelRes
         snr_ours_db: snr_ours,
         max_diff_steps: worst,
         pass,
+        gated: true,
     })
 }
 
 /// Runs the check; returns whether every model met the targets.
 pub fn run(opts: &Options) -> Result<bool> {
     let python = crate::pyenv::python()?;
-    let models = if opts.models.is_empty() {
-        let mut m: Vec<String> = std::fs::read_dir(workspace_root().join("testdata"))?
-            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string).filter(|_| true))
-            .filter(|n| workspace_root().join(format!("testdata/{n}.onnx")).exists())
+    let root = workspace_root();
+    let names = if opts.models.is_empty() {
+        let mut m: Vec<String> = std::fs::read_dir(root.join("testdata"))?
+            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
+            .filter(|n| root.join(format!("testdata/{n}.onnx")).exists())
             .collect();
         m.sort();
         m.dedup();
@@ -253,13 +240,25 @@ pub fn run(opts: &Options) -> Result<bool> {
     } else {
         opts.models.clone()
     };
+    let mut models: Vec<(String, PathBuf, PathBuf)> = names
+        .into_iter()
+        .map(|n| {
+            let (model, calib) = (root.join(format!("testdata/{n}.onnx")), root.join(format!("testdata/{n}_calib")));
+            (n, model, calib)
+        })
+        .collect();
+    if opts.resnet18 {
+        let (model, calib) = crate::bench::ensure_resnet18()?;
+        models.push(("resnet18".into(), model, calib));
+    }
     println!(
         "{:<18} {:>9} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}  result",
         "model", "elements", "within 1q", "SNR ort", "SNR sim", "ΔSNR", "max Δ/q", "ours=sim"
     );
     let mut results = Vec::new();
-    for m in &models {
-        let r = check_model(m, opts, &python).with_context(|| format!("model {m}"))?;
+    for (m, model, calib) in &models {
+        let mut r = check_model(m, model, calib, opts, &python).with_context(|| format!("model {m}"))?;
+        r.gated = m != "resnet18";
         println!(
             "{:<18} {:>9} {:>9.3}% {:>7.2} dB {:>7.2} dB {:>+8.3} {:>10.2} {:>9.3}%  {}",
             r.model,
@@ -270,12 +269,16 @@ pub fn run(opts: &Options) -> Result<bool> {
             r.delta_snr_db,
             r.max_diff_steps,
             r.ours_agreement_pct,
-            if r.pass { "ok" } else { "MISS" }
+            match (r.pass, r.gated) {
+                (true, _) => "ok",
+                (false, true) => "MISS",
+                (false, false) => "miss (reported, not gated: see docs/export.md)",
+            }
         );
         results.push(r);
     }
     if let Some(path) = &opts.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)?)?;
     }
-    Ok(results.iter().all(|r| r.pass))
+    Ok(results.iter().all(|r| r.pass || !r.gated))
 }

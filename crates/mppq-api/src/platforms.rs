@@ -25,7 +25,7 @@ impl Platform for OnnxRuntime {
         "default"
     }
     fn description(&self) -> &str {
-        "ONNX Runtime QDQ: uint8 asymmetric activations, int8 per-channel weights, int32 biases"
+        "ONNX Runtime QDQ: uint8 asymmetric activations, per-channel weights in int8 limited to [-64, 63] (exact on CPUs without VNNI), int32 biases"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
         o.refuse(self.name(), &["bits", "weight_bits", "per_channel", "symmetric"])?;

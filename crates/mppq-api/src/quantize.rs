@@ -97,7 +97,10 @@ impl ModelQuantizer {
         let dispatch = dispatcher_by_name(&dispatcher)?.dispatch(ctx.graph, &dctx)?;
         dispatch.apply(ctx.graph)?;
         init_quantization(ctx.graph, self.quantizer.as_ref())?;
-        reports.extend(run_pipeline(&mut ctx, &mut Pipeline::from_setting(&self.setting.pipeline)?)?);
+        // BN folding already ran above.
+        let mut after = self.setting.pipeline.clone();
+        after.fusion.bn_fold = false;
+        reports.extend(run_pipeline(&mut ctx, &mut Pipeline::from_setting(&after)?)?);
         self.dispatch = Some(dispatch);
         self.reports = reports;
         Ok(())

@@ -54,11 +54,12 @@ fn make_weights_coarse(graph: &mut Graph, op: &str) {
     let id = graph.op_id(op).unwrap();
     let config = graph.operation_mut(id).unwrap().quant_config.as_mut().unwrap();
     let w = config.input_configs[1].as_mut().unwrap();
-    assert_eq!(w.quant_max, 127, "int8 symmetric weights (scale = absmax / 127) expected");
+    // Symmetric weights: scale = absmax / quant_max (7-bit [-64, 63] on the default platform).
+    let qmax = w.quant_max as f32;
     w.num_of_bits = 2;
     w.quant_min = -2;
     w.quant_max = 1;
-    w.scale.iter_mut().for_each(|s| *s *= 127.0);
+    w.scale.iter_mut().for_each(|s| *s *= qmax);
     w.validate().unwrap();
 }
 

@@ -103,8 +103,8 @@ pub struct AlignmentSetting {
     pub add: bool,
     /// Outputs of `pooling_types` share their input's parameters.
     pub pooling: bool,
-    /// Default: AveragePool, GlobalAveragePool, MaxPool, Resize. (ONNX Runtime's QDQ tool
-    /// shares MaxPool/AveragePool/Resize but quantizes GlobalAveragePool's output on its own.)
+    /// Default: MaxPool, Resize (ops that only select values; averaging pools get their own
+    /// scale, see `quant_alignment::POOLING_TYPES`).
     pub pooling_types: Vec<String>,
 }
 

@@ -188,7 +188,7 @@ pub fn shared_input_concat_pool() -> Graph {
     let c = var(&mut g, "concat.out");
     g.add_operation(Operation::new("Concat", "concat").with_attr("axis", Attribute::Int(1)), &[Some(a), Some(b)], &[Some(c)]).unwrap();
     let p = var(&mut g, "pool.out");
-    let pool = Operation::new("AveragePool", "pool").with_attr("kernel_shape", Attribute::Ints(vec![2, 2]));
+    let pool = Operation::new("MaxPool", "pool").with_attr("kernel_shape", Attribute::Ints(vec![2, 2]));
     g.add_operation(pool, &[Some(c)], &[Some(p)]).unwrap();
     g.add_graph_output(p).unwrap();
     g

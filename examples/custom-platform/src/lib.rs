@@ -86,9 +86,9 @@ impl Quantizer for DspQuantizer {
         for (slot, var) in op.inputs().iter().enumerate() {
             inputs.push(match (slot, var) {
                 (_, None) => None,
-                // Conv bias: int32, scale = s_in * s_w, derived after calibration.
+                // Conv bias: int32 per output channel, scale = s_in * s_w, derived after calibration.
                 (2, Some(_)) => {
-                    let mut c = TensorQuantConfig::linear(32, true, None)?;
+                    let mut c = TensorQuantConfig::linear(32, true, Some(0))?;
                     c.state = QuantizationState::PassiveInit;
                     c.observer = "passive".into();
                     Some(c)

@@ -31,7 +31,7 @@ enum Command {
         ignore: Vec<String>,
     },
     /// Run a model on inputs from an .npz (keys = input names) or .npy file, or on every such
-    /// file of a directory; write each output as OUT_DIR/<output name>.npy (OUT_DIR/<file>/... for a
+    /// file of a directory; write each output as `OUT_DIR/<output name>.npy` (`OUT_DIR/<file>/...` for a
     /// directory). With --quant-config, run the quantization simulation of that config.
     Run {
         model: PathBuf,

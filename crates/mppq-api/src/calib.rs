@@ -109,6 +109,28 @@ mod tests {
     }
 
     #[test]
+    fn npy_batches_feed_a_single_input_model() {
+        let model = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..2 {
+            let values: Vec<f32> = (0..2 * 3 * 32 * 32).map(|k| ((k + i) % 7) as f32 * 0.1).collect();
+            let data = TensorData::from_vec(vec![2, 3, 32, 32], &values).unwrap();
+            crate::npy::write_npy(&dir.path().join(format!("b{i}.npy")), &data).unwrap();
+        }
+        let set = CalibrationSet::from_path(&model, dir.path(), None).unwrap();
+        assert_eq!(set.len(), 2);
+        let (name, data) = &set.batches[1][0];
+        assert_eq!(name, model.graph.var_name(model.graph.feed_inputs()[0]));
+        assert_eq!(data.shape(), &[2, 3, 32, 32]);
+        assert_eq!(data.to_f32_vec().unwrap()[0], 0.1);
+        // A wrong shape names the file and the input.
+        let bad = TensorData::from_vec(vec![1, 3, 16, 16], &vec![0f32; 768]).unwrap();
+        crate::npy::write_npy(&dir.path().join("c.npy"), &bad).unwrap();
+        let err = CalibrationSet::from_path(&model, dir.path(), None).unwrap_err().to_string();
+        assert!(err.contains("c.npy") && err.contains("shape"), "{err}");
+    }
+
+    #[test]
     fn empty_dir_and_nan_are_errors_naming_the_file() {
         let model = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
         let dir = tempfile::tempdir().unwrap();

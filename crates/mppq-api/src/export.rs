@@ -21,8 +21,13 @@ pub fn write_quant_config(model: &Model, path: &Path) -> Result<()> {
     Ok(write_quant_json(model, path)?)
 }
 
-/// Puts the configs of a quant JSON (written by [`write_quant_config`]) back on a float model.
-pub fn apply_quant_config(model: &mut Model, path: &Path) -> Result<()> {
+/// Puts the configs of a quant JSON (written by [`write_quant_config`]) back on a float model:
+/// the original model or the fused `model.float.onnx` — the structural fusions of `pipeline`
+/// (BN folding) are applied first, as quantization did, so the JSON's names match either way.
+pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes::PipelineSetting) -> Result<()> {
     let json = read_quant_json(path)?;
+    if pipeline.fusion.bn_fold {
+        mppq_ir::morph::fold_batchnorm(&mut model.graph)?;
+    }
     apply_quant_json(&mut model.graph, &json).map_err(|e| ApiError::Setting(format!("{}: {e}", path.display())))
 }

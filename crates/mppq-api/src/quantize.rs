@@ -220,7 +220,8 @@ fn summary(q: &ModelQuantizer, analysis: Option<crate::analyse::AnalysisReport>,
 }
 
 /// `mppq quantize`: quantize `model_path` on the batches in `calib_dir`, then write
-/// `out_dir/model.qdq.onnx`, `out_dir/quant.json`, and the graph-wise analysis as
+/// `out_dir/model.qdq.onnx`, `out_dir/quant.json`, `out_dir/model.float.onnx` (the float graph
+/// after fusions), and the graph-wise analysis as
 /// `out_dir/report.html` and `out_dir/report.json`.
 pub fn quantize_to_dir(
     model_path: &Path,
@@ -234,9 +235,11 @@ pub fn quantize_to_dir(
     let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
     q.quantize(&calib, progress)?;
     std::fs::create_dir_all(out_dir).map_err(|source| ApiError::Io { path: out_dir.display().to_string(), source })?;
-    let (onnx, json) = (out_dir.join("model.qdq.onnx"), out_dir.join("quant.json"));
+    let (onnx, json, float) = (out_dir.join("model.qdq.onnx"), out_dir.join("quant.json"), out_dir.join("model.float.onnx"));
     q.export(&onnx, Some(&json))?;
-    let mut files = vec![("quantized model", onnx), ("quantization parameters", json)];
+    // The float graph the quantization refers to (after fusions such as BN folding).
+    mppq_onnx::save_model(&q.model, &float, &Default::default())?;
+    let mut files = vec![("quantized model", onnx), ("quantization parameters", json), ("float model (fused)", float)];
     let analysis = run_analysis(&q, &calib, progress)?;
     let (html, report_json) = (out_dir.join("report.html"), out_dir.join("report.json"));
     crate::analyse::write_html(&analysis, None, &html)?;
@@ -260,7 +263,7 @@ pub fn analyse_model(
     let mut q = load_quantizer(model_path, setting)?;
     let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
     match quant_config {
-        Some(path) => crate::export::apply_quant_config(&mut q.model, path)?,
+        Some(path) => crate::export::apply_quant_config(&mut q.model, path, &q.setting.pipeline)?,
         None => q.quantize(&calib, progress)?,
     }
     let analysis = run_analysis(&q, &calib, progress)?;

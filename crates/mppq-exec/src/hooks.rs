@@ -4,6 +4,7 @@
 //! [`IdentityFakeQuant`] stands in.
 
 use crate::error::Result;
+use crate::integer_sim::IntegerConv;
 use crate::value::Value;
 use mppq_ir::quant::TensorQuantConfig;
 use mppq_ir::{Graph, OpId};
@@ -47,11 +48,22 @@ pub struct QuantSimulation<'a, F: FakeQuantizer> {
     pub quantizer: F,
     /// How many tensors were fake-quantized (inputs, outputs): for tests and reports.
     pub applied: (usize, usize),
+    /// Simulate fully quantized convolutions the way integer kernels compute them
+    /// ([`crate::integer_sim`]); on by default.
+    pub integer_kernels: bool,
+    /// The integer plan of the operation running now.
+    pending: Option<(OpId, IntegerConv)>,
 }
 
 impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
     pub fn new(graph: &'a Graph, quantizer: F) -> Self {
-        Self { graph, quantizer, applied: (0, 0) }
+        Self { graph, quantizer, applied: (0, 0), integer_kernels: true, pending: None }
+    }
+
+    /// The same simulation with float math on dequantized values everywhere.
+    pub fn float_kernels(mut self) -> Self {
+        self.integer_kernels = false;
+        self
     }
 
     fn apply(&self, slots: &mut [Option<Value>], configs: &[Option<TensorQuantConfig>]) -> Result<usize> {
@@ -69,13 +81,23 @@ impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
 
 impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
     fn before_op(&mut self, op: &OpInfo<'_>, inputs: &mut [Option<Value>]) -> Result<()> {
+        self.pending = None;
         if let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() {
             self.applied.0 += self.apply(inputs, &cfg.input_configs)?;
+            if let Some(plan) = IntegerConv::plan(op.op_type, cfg).filter(|_| self.integer_kernels) {
+                plan.integer_inputs(inputs)?;
+                self.pending = Some((op.id, plan));
+            }
         }
         Ok(())
     }
 
     fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> Result<()> {
+        if let Some((id, plan)) = self.pending.take()
+            && id == op.id
+        {
+            plan.requantize(outputs)?;
+        }
         if let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() {
             self.applied.1 += self.apply(outputs, &cfg.output_configs)?;
         }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod fake_quant;
 pub mod hooks;
+pub mod integer_sim;
 pub mod ops;
 pub mod registry;
 pub mod tensor;

@@ -240,6 +240,17 @@ impl Tensor {
         Self { inner, logical: Logical { scalar, dtype: None, decided: true } }
     }
 
+    /// A float32 tensor of this tensor's shape, on its device, holding `values` (results of a
+    /// host-side computation on [`Self::to_f32_vec`]).
+    pub fn like_f32(&self, values: Vec<f32>) -> Self {
+        let dev = self.inner.device();
+        let shape = self.shape();
+        let scalar = shape.is_empty() && !device::is_cpu(&dev);
+        let shape = Shape::from(if scalar { vec![1] } else { shape });
+        let inner = Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), &dev);
+        Self { inner, logical: Logical { scalar, dtype: None, decided: true } }
+    }
+
     /// A float32 tensor from values.
     pub fn from_f32(shape: &[usize], values: Vec<f32>, device: &Device) -> Self {
         Self::upload(values, shape, device, Kind::Float)

@@ -9,7 +9,7 @@
 
 use crate::error::{InPass, Result};
 use crate::pass::{Pass, PassContext, PassReport};
-use crate::slots::{input, output, same_quantization};
+use crate::slots::{input, output};
 use mppq_ir::Graph;
 use mppq_ir::quant::{ConfigLocation, TensorQuantConfig, config_at, config_at_mut, dominator_root, sync_dominated};
 use mppq_quant::observer::range::params_for;
@@ -79,7 +79,7 @@ fn share(graph: &mut Graph, master: ConfigLocation, members: &[ConfigLocation], 
     let group: Vec<TensorQuantConfig> = members.iter().filter_map(|l| config_at(graph, *l).cloned()).collect();
     let compatible = group.len() == members.len()
         && !m.policy.is_per_channel()
-        && group.iter().all(|c| same_quantization(c, &m) && range_of(c).is_some())
+        && group.iter().all(|c| c.same_scheme(&m) && range_of(c).is_some())
         && range_of(&m).is_some();
     if !compatible {
         return false;

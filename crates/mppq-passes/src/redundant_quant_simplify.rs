@@ -7,7 +7,7 @@
 
 use crate::error::{PassError, Result};
 use crate::pass::{Pass, PassContext, PassReport};
-use crate::slots::{input, output, quantizes, same_quantization};
+use crate::slots::{input, output, quantizes};
 use mppq_ir::quant::{ConfigLocation, QuantizationState, config_at, config_at_mut};
 use mppq_ir::{Graph, VarId};
 
@@ -60,7 +60,7 @@ impl Pass for RedundantQuantSimplify {
             })?;
             for loc in rest {
                 let Some(c) = config_at_mut(graph, *loc) else { continue };
-                if !same_quantization(c, &master_config) {
+                if !c.same_scheme(&master_config) {
                     continue;
                 }
                 c.dominated_by = Some(master);

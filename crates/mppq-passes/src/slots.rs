@@ -34,18 +34,6 @@ pub fn all_configs(graph: &Graph) -> Vec<ConfigLocation> {
     out
 }
 
-/// Whether two configs quantize a tensor the same way: policy, bits, range, rounding, float
-/// layout and channel axis (not the calibrated parameters, nor the observer).
-pub fn same_quantization(a: &TensorQuantConfig, b: &TensorQuantConfig) -> bool {
-    a.policy == b.policy
-        && a.num_of_bits == b.num_of_bits
-        && a.quant_min == b.quant_min
-        && a.quant_max == b.quant_max
-        && a.rounding == b.rounding
-        && a.exponent_bits == b.exponent_bits
-        && a.mantissa_bits == b.mantissa_bits
-        && a.channel_axis == b.channel_axis
-}
 
 /// Whether a config (still) quantizes its tensor itself: calibrated or about to be.
 pub fn quantizes(c: &TensorQuantConfig) -> bool {

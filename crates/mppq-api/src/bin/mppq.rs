@@ -211,7 +211,7 @@ fn run(cli: Cli) -> Result<()> {
                 .ok_or_else(|| anyhow::anyhow!("unknown device `{device}` (cpu, or wgpu when built with it)"))?;
             let mut loaded = mppq_onnx::load_model(&model)?;
             if let Some(path) = &quant_config {
-                mppq_api::export::apply_quant_config(&mut loaded, path)?;
+                mppq_api::export::apply_quant_config(&mut loaded, path, &Default::default())?;
             }
             let files = mppq_api::run::input_files(&input)?;
             for file in &files {

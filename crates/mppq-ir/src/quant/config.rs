@@ -118,6 +118,28 @@ impl TensorQuantConfig {
     }
 }
 
+impl TensorQuantConfig {
+    /// Whether `other` quantizes with the same scheme: policy, bits, range, rounding, float
+    /// layout and channel axis — not the calibrated parameters, nor the observer. (Passes use it
+    /// before calibration, to decide which configs may share parameters.)
+    pub fn same_scheme(&self, other: &Self) -> bool {
+        self.policy == other.policy
+            && self.num_of_bits == other.num_of_bits
+            && self.quant_min == other.quant_min
+            && self.quant_max == other.quant_max
+            && self.rounding == other.rounding
+            && self.exponent_bits == other.exponent_bits
+            && self.mantissa_bits == other.mantissa_bits
+            && self.channel_axis == other.channel_axis
+    }
+
+    /// Whether `other` maps a tensor onto the same grid: the same scheme and the same calibrated
+    /// scale and offset. (Exporters use it: one Q/DQ pair serves both.)
+    pub fn same_grid(&self, other: &Self) -> bool {
+        self.same_scheme(other) && self.scale == other.scale && self.offset == other.offset
+    }
+}
+
 /// The quantization configs of one operation, one per input and output slot.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OperationQuantConfig {

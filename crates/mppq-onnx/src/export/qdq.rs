@@ -108,18 +108,6 @@ fn type_range(dtype: DataType) -> (i64, i64) {
     }
 }
 
-/// Whether two configs quantize a tensor identically (same grid, same range).
-pub fn same_quantization(a: &TensorQuantConfig, b: &TensorQuantConfig) -> bool {
-    a.scale == b.scale
-        && a.offset == b.offset
-        && a.quant_min == b.quant_min
-        && a.quant_max == b.quant_max
-        && a.channel_axis == b.channel_axis
-        && a.policy.is_floating() == b.policy.is_floating()
-        && a.exponent_bits == b.exponent_bits
-        && a.mantissa_bits == b.mantissa_bits
-        && a.rounding == b.rounding
-}
 
 /// One config to export.
 struct Site {
@@ -416,7 +404,7 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     // pair on this edge, shared with other edges from the same tensor with the same config.
     for s in &acts {
         let cur = g.operation(s.op)?.inputs()[s.slot].ok_or_else(|| unsupported(g, s.op, s.var, "input slot emptied".into()))?;
-        if let Some((_, _, dq)) = covered.iter().find(|(v, c, _)| *v == cur && same_quantization(c, &s.config)) {
+        if let Some((_, _, dq)) = covered.iter().find(|(v, c, _)| *v == cur && c.same_grid(&s.config)) {
             let dq = *dq;
             if dq != cur {
                 g.set_op_input(s.op, s.slot, Some(dq))?;
@@ -433,7 +421,7 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     // Parameters.
     let mut done: Vec<(VarId, TensorQuantConfig, VarId)> = Vec::new();
     for s in &params {
-        if let Some((_, _, dq)) = done.iter().find(|(v, c, _)| *v == s.var && same_quantization(c, &s.config)) {
+        if let Some((_, _, dq)) = done.iter().find(|(v, c, _)| *v == s.var && c.same_grid(&s.config)) {
             g.set_op_input(s.op, s.slot, Some(*dq))?;
             continue;
         }

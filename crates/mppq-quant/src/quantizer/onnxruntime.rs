@@ -10,8 +10,9 @@
 //! against the simulation; 7-bit weights agree bit for bit. What stays float and why (Softmax
 //! probabilities, constant operands of Add/Sub/Mul) is explained at the helpers below.
 use super::Quantizer;
+use super::layout::{SlotKind, configure, passive_bias};
 use crate::error::Result;
-use mppq_ir::quant::{OperationQuantConfig, QuantizationState, TargetPrecision, TensorQuantConfig};
+use mppq_ir::quant::{OperationQuantConfig, TargetPrecision, TensorQuantConfig};
 use mppq_ir::{Graph, OpId};
 
 #[derive(Clone, Debug)]
@@ -33,26 +34,6 @@ const TYPES: [&str; 16] = [
     "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Relu", "Clip", "LeakyRelu", "Sigmoid", "MaxPool",
     "AveragePool", "GlobalAveragePool", "Concat", "Resize",
 ];
-
-/// Which input slots carry quantizable data (the rest are shapes, scales, bounds).
-fn data_inputs(op_type: &str, count: usize) -> Vec<usize> {
-    match op_type {
-        "Conv" | "ConvTranspose" | "Gemm" => (0..count.min(2)).collect(),
-        "Add" | "Sub" | "Mul" | "MatMul" | "Concat" => (0..count).collect(),
-        _ => vec![0],
-    }
-}
-
-/// The output-channel axis of a weight, if the slot is one.
-fn weight_axis(op: &mppq_ir::Operation, slot: usize, rank: usize) -> Option<usize> {
-    match (op.op_type.as_str(), slot) {
-        ("Conv", 1) => Some(0),
-        ("ConvTranspose", 1) => Some(1),
-        ("Gemm", 1) => Some(if op.attr_int("transB", 0).unwrap_or(0) != 0 { 0 } else { 1 }),
-        ("MatMul", 1) if rank >= 2 => Some(rank - 1),
-        _ => None,
-    }
-}
 
 /// Whether `var` is a Softmax output. ORT fuses `DQ → Softmax → Q` into QLinearSoftmax, whose
 /// lookup-table exponential differs from float softmax + Q by one step on ~5 % of the
@@ -98,41 +79,25 @@ impl Quantizer for OnnxRuntimeQuantizer {
     }
 
     fn init_quantize_config(&self, graph: &Graph, id: OpId) -> Result<OperationQuantConfig> {
-        let op = graph.operation(id)?;
-        let data = data_inputs(&op.op_type, op.inputs().len());
-        let mut inputs = Vec::with_capacity(op.inputs().len());
-        for (slot, var) in op.inputs().iter().enumerate() {
-            let Some(var) = var else {
-                inputs.push(None);
-                continue;
-            };
-            let v = graph.variable(*var)?;
-            let float_param = v.value.as_ref().is_some_and(|t| t.dtype().is_float());
-            let int_param = v.value.as_ref().is_some_and(|t| !t.dtype().is_float());
-            let is_bias = matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm") && slot == 2 && float_param;
-            let config = if is_bias {
-                // Derived from the input and weight scales after calibration.
-                let mut c = TensorQuantConfig::linear(32, true, Some(0))?;
-                c.state = QuantizationState::PassiveInit;
-                c.observer = "passive".into();
-                Some(c)
-            } else if !data.contains(&slot) || int_param || from_softmax(graph, *var) || elementwise_constant(op, float_param) {
-                None
-            } else if let Some(axis) = v.value.as_ref().filter(|_| float_param).and_then(|t| weight_axis(op, slot, t.rank())) {
-                let mut c = TensorQuantConfig::linear(self.weight_bits, true, Some(axis))?;
+        let mut config = configure(graph, id, |kind| match kind {
+            SlotKind::Activation => self.activation().map(Some),
+            SlotKind::Weight { axis } => {
+                let mut c = TensorQuantConfig::linear(self.weight_bits, true, axis)?;
                 c.observer = "minmax".into();
-                Some(c)
-            } else {
-                Some(self.activation()?)
-            };
-            inputs.push(config);
+                Ok(Some(c))
+            }
+            SlotKind::Bias => passive_bias().map(Some),
+            SlotKind::Skip => Ok(None),
+        })?;
+        // What ORT's fused kernels would compute differently stays float (see the helpers above).
+        let op = graph.operation(id)?;
+        for (slot, var) in op.inputs().iter().enumerate() {
+            let Some(var) = var else { continue };
+            let float_param = graph.variable(*var)?.value.as_ref().is_some_and(|t| t.dtype().is_float());
+            if from_softmax(graph, *var) || elementwise_constant(op, float_param) {
+                config.input_configs[slot] = None;
+            }
         }
-        let outputs = op
-            .outputs()
-            .iter()
-            .enumerate()
-            .map(|(i, o)| if i == 0 && o.is_some() { self.activation().map(Some) } else { Ok(None) })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(OperationQuantConfig { input_configs: inputs, output_configs: outputs })
+        Ok(config)
     }
 }

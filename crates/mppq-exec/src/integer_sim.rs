@@ -1,0 +1,199 @@
+//! Integer-exact simulation of quantized convolutions: what an integer runtime computes
+//! (ONNX Runtime's QLinearConv, and int8 engines in general) instead of float math on
+//! dequantized values.
+//!
+//! An integer kernel accumulates `(q_x − z_x)·q_w` exactly in int32, adds the int32 bias, and
+//! requantizes once with a float multiplier `m[c] = s_x·s_w[c] / s_y` (float32, in that order):
+//! `q_y = clamp(round_half_even(acc·m[c]), q_min − z_y, q_max − z_y) + z_y`. Float math on
+//! dequantized values is the same up to float rounding (~1e-6 relative), which is enough to move
+//! values lying that close to a rounding boundary by one step; through a deep network those
+//! flips add up (ResNet-18: 0.4 % of the logits more than one step from ONNX Runtime). So
+//! when a Conv's input, weight, bias and output are all linearly quantized, the simulation feeds
+//! the kernel the integer codes (exact in float32 while partial sums stay below 2²⁴) and
+//! requantizes its output the way the runtime does.
+
+use crate::error::{ExecError, Result};
+use crate::tensor::{Kind, Tensor};
+use crate::value::Value;
+use mppq_ir::quant::{OperationQuantConfig, QuantizationState, RoundingPolicy, TensorQuantConfig};
+
+/// How one Conv is simulated on the integer path.
+#[derive(Clone, Debug)]
+pub struct IntegerConv {
+    x_scale: f32,
+    /// Per output channel (or one for all): weight and bias scales.
+    w_scale: Vec<f32>,
+    b_scale: Option<Vec<f32>>,
+    /// Requantization multiplier per output channel (or one), float32 as the runtime has it.
+    multiplier: Vec<f32>,
+    y_scale: f32,
+    /// Bounds of the centred output code: `q_min − z_y ..= q_max − z_y`.
+    lo: f32,
+    hi: f32,
+}
+
+/// A config whose parameters hold for the tensor: applied here, or applied by the config that
+/// overlaps it (which copies its parameters in).
+fn holds(c: &TensorQuantConfig) -> bool {
+    let state_ok = c.state.is_active() || matches!(c.state, QuantizationState::Overlapped | QuantizationState::Baked | QuantizationState::PassiveBaked);
+    state_ok && !c.policy.is_floating() && !c.scale.is_empty() && c.scale.len() == c.offset.len()
+}
+
+fn per_tensor(c: &TensorQuantConfig) -> bool {
+    c.scale.len() == 1
+}
+
+/// An activation an 8-bit integer kernel reads or writes: the full uint8 or int8 range. (A
+/// narrower range is exported with a Clip between the operation and its Q, which runtimes do not
+/// fuse: they compute such an operation in float.)
+fn full_8bit(c: &TensorQuantConfig) -> bool {
+    matches!((c.quant_min, c.quant_max), (0, 255) | (-128, 127))
+}
+
+impl IntegerConv {
+    /// The plan for a Conv whose configs allow the integer path; `None` keeps the float path
+    /// (an unquantized input, weight, bias or output; FP8; per-channel or sub-8-bit
+    /// activations; or a rounding other than half-even, which integer runtimes do not use).
+    pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
+        if op_type != "Conv" {
+            return None;
+        }
+        let x = config.input_configs.first()?.as_ref().filter(|c| holds(c) && per_tensor(c) && full_8bit(c))?;
+        let w = config.input_configs.get(1)?.as_ref().filter(|c| holds(c) && c.offset.iter().all(|o| *o == 0.0))?;
+        let b = match config.input_configs.get(2) {
+            Some(Some(c)) if holds(c) && c.num_of_bits == 32 => Some(c.scale.clone()),
+            Some(Some(_)) => return None,
+            _ => None,
+        };
+        let y = config.output_configs.first()?.as_ref().filter(|c| holds(c) && per_tensor(c) && full_8bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
+        let (x_scale, y_scale, y_zero) = (x.scale[0], y.scale[0], y.offset[0]);
+        let multiplier = w.scale.iter().map(|sw| x_scale * sw / y_scale).collect();
+        Some(Self {
+            x_scale,
+            w_scale: w.scale.clone(),
+            b_scale: b,
+            multiplier,
+            y_scale,
+            lo: (y.quant_min as f32) - y_zero,
+            hi: (y.quant_max as f32) - y_zero,
+        })
+    }
+
+    /// Replaces the (already fake-quantized) inputs by their integer codes: `x/s_x`, `w/s_w[c]`,
+    /// `b/s_b[c]`, each rounded to remove the ulps of the division.
+    pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+        let scales: [Option<&[f32]>; 3] = [Some(std::slice::from_ref(&self.x_scale)), Some(&self.w_scale), self.b_scale.as_deref()];
+        for (slot, scale) in inputs.iter_mut().zip(scales) {
+            let (Some(scale), Some(Value::Tensor(t))) = (scale, slot.as_ref()) else { continue };
+            *slot = Some(Value::Tensor(map_channels(t, 0, scale, |v, s| (v / s).round_ties_even())?));
+        }
+        Ok(())
+    }
+
+    /// Turns the kernel's integer accumulator (output 0, channels on axis 1) into the runtime's
+    /// requantized result, dequantized: `clamp(rne(acc·m[c]), lo, hi) · s_y`.
+    pub fn requantize(&self, outputs: &mut [Option<Value>]) -> Result<()> {
+        let Some(Some(Value::Tensor(acc))) = outputs.first() else { return Ok(()) };
+        let (lo, hi, sy) = (self.lo, self.hi, self.y_scale);
+        let y = map_channels(acc, 1, &self.multiplier, |v, m| (v * m).clamp(lo, hi).round_ties_even() * sy)?;
+        outputs[0] = Some(Value::Tensor(y));
+        Ok(())
+    }
+}
+
+/// Applies `f(value, param[c])` with `c` the index along `axis` (one param = the same for all).
+fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
+    let fail = |message: String| ExecError::Op { node: "integer simulation".into(), op_type: "Conv".into(), message };
+    if t.kind() != Kind::Float {
+        return Err(fail(format!("expected a float tensor, got {}", t.dtype())));
+    }
+    let shape = t.shape();
+    let channels = shape.get(axis).copied().unwrap_or(1);
+    if params.len() != 1 && params.len() != channels {
+        return Err(fail(format!("{} per-channel parameters for {channels} channels on axis {axis} of {shape:?}", params.len())));
+    }
+    let inner: usize = shape.iter().skip(axis + 1).product();
+    let mut values = t.to_f32_vec();
+    if params.len() == 1 {
+        values.iter_mut().for_each(|v| *v = f(*v, params[0]));
+    } else if inner > 0 {
+        for (i, run) in values.chunks_mut(inner).enumerate() {
+            let p = params[i % channels];
+            run.iter_mut().for_each(|v| *v = f(*v, p));
+        }
+    }
+    Ok(t.like_f32(values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Device;
+
+    fn config(bits_range: (i64, i64), scale: Vec<f32>, offset: Vec<f32>, axis: Option<usize>) -> TensorQuantConfig {
+        let symmetric = bits_range.0 < 0;
+        let mut c = TensorQuantConfig::linear(if bits_range.1 > 255 { 32 } else { 8 }, symmetric, axis).unwrap();
+        (c.quant_min, c.quant_max) = bits_range;
+        c.scale = scale;
+        c.offset = offset;
+        c.state = QuantizationState::Activated;
+        c
+    }
+
+    fn conv_configs() -> OperationQuantConfig {
+        let x = config((0, 255), vec![0.1], vec![3.0], None);
+        let w = config((-64, 63), vec![0.02, 0.05], vec![0.0, 0.0], Some(0));
+        let b = config((-(1 << 31), (1 << 31) - 1), vec![0.1 * 0.02, 0.1 * 0.05], vec![0.0, 0.0], Some(0));
+        let y = config((0, 255), vec![0.3], vec![10.0], None);
+        OperationQuantConfig { input_configs: vec![Some(x), Some(w), Some(b)], output_configs: vec![Some(y)] }
+    }
+
+    #[test]
+    fn only_fully_quantized_8bit_convolutions_take_the_integer_path() {
+        let cfg = conv_configs();
+        assert!(IntegerConv::plan("Conv", &cfg).is_some());
+        assert!(IntegerConv::plan("Gemm", &cfg).is_none());
+        let mut narrow = cfg.clone();
+        narrow.output_configs[0].as_mut().unwrap().quant_max = 15;
+        assert!(IntegerConv::plan("Conv", &narrow).is_none(), "4-bit outputs are exported with a Clip: float in the runtime");
+        let mut float_bias = cfg.clone();
+        float_bias.input_configs[2].as_mut().unwrap().state = QuantizationState::Fp32;
+        assert!(IntegerConv::plan("Conv", &float_bias).is_none());
+        let mut no_bias = cfg.clone();
+        no_bias.input_configs.truncate(2);
+        assert!(IntegerConv::plan("Conv", &no_bias).is_some());
+        let mut fused = cfg;
+        fused.output_configs[0].as_mut().unwrap().state = QuantizationState::Overlapped;
+        assert!(IntegerConv::plan("Conv", &fused).is_some(), "an overlapped output carries its dominator's parameters");
+    }
+
+    #[test]
+    fn inputs_become_integer_codes_and_outputs_requantize_like_the_runtime() {
+        let device = Device::cpu();
+        let plan = IntegerConv::plan("Conv", &conv_configs()).unwrap();
+        // x = (q − 3)·0.1 for q = 0, 7, 255; w = code·s_w[c]; b = code·s_b[c].
+        let x: Vec<f32> = [0f32, 7.0, 255.0].iter().map(|q| (q - 3.0) * 0.1).collect();
+        let w = vec![-64.0 * 0.02, 63.0 * 0.05];
+        let b = vec![5.0 * (0.1 * 0.02), -9.0 * (0.1 * 0.05)];
+        let mut inputs = vec![
+            Some(Value::Tensor(Tensor::from_f32(&[1, 1, 3, 1], x, &device))),
+            Some(Value::Tensor(Tensor::from_f32(&[2, 1, 1, 1], w, &device))),
+            Some(Value::Tensor(Tensor::from_f32(&[2], b, &device))),
+        ];
+        plan.integer_inputs(&mut inputs).unwrap();
+        let codes: Vec<Vec<f32>> = inputs.iter().map(|v| v.as_ref().unwrap().as_tensor().unwrap().to_f32_vec()).collect();
+        assert_eq!(codes, vec![vec![-3.0, 4.0, 252.0], vec![-64.0, 63.0], vec![5.0, -9.0]]);
+
+        // Accumulators per output channel; m[c] = s_x·s_w[c]/s_y in float32.
+        let acc = vec![100.0f32, -7.0, 1e6, -1e6];
+        let mut outputs = vec![Some(Value::Tensor(Tensor::from_f32(&[1, 2, 2, 1], acc.clone(), &device)))];
+        plan.requantize(&mut outputs).unwrap();
+        let got = outputs[0].as_ref().unwrap().as_tensor().unwrap().to_f32_vec();
+        let m = [0.1f32 * 0.02 / 0.3, 0.1f32 * 0.05 / 0.3];
+        let expected: Vec<f32> =
+            acc.iter().enumerate().map(|(i, a)| (a * m[i / 2]).clamp(-10.0, 245.0).round_ties_even() * 0.3).collect();
+        assert_eq!(got, expected);
+        assert_eq!(got[2], 245.0 * 0.3, "saturates at q_max − z_y");
+        assert_eq!(got[3], -10.0 * 0.3, "saturates at q_min − z_y");
+    }
+}

@@ -210,6 +210,8 @@ fn run(cli: Cli) -> Result<()> {
             let device = mppq_exec::Device::by_name(&device)
                 .ok_or_else(|| anyhow::anyhow!("unknown device `{device}` (cpu, or wgpu when built with it)"))?;
             let mut loaded = mppq_onnx::load_model(&model)?;
+            // A QDQ model runs as ONNX Runtime runs it: Q/DQ convolutions fused into integer kernels.
+            mppq_ir::morph::fuse_qdq_conv(&mut loaded.graph)?;
             if let Some(path) = &quant_config {
                 mppq_api::export::apply_quant_config(&mut loaded, path, &Default::default())?;
             }

@@ -2,5 +2,7 @@
 //! (the executor-free half of PPQ's graph merger). Each morph is one module.
 
 mod fold_batchnorm;
+mod fuse_qdq;
 
 pub use fold_batchnorm::fold_batchnorm;
+pub use fuse_qdq::fuse_qdq_conv;

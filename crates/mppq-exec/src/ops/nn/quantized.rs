@@ -98,7 +98,10 @@ fn multiplier(ctx: &KernelContext<'_>, a: Tensor, b: Tensor, y: Tensor, rank: us
     Tensor::from_dispatch(Dispatch::float_div(ab.into_dispatch(), y.into_dispatch())).cast(DataType::Double)
 }
 
-/// round(acc * mult + zp), saturated to the output type.
+/// `round(acc · mult) + zp`, saturated to the output type — in the runtime's precision:
+/// ONNX Runtime converts the int32 accumulator to float32, multiplies by the float32 multiplier,
+/// rounds half to even and only then adds the zero point (adding it first would break ties
+/// differently for odd zero points).
 fn requantize(ctx: &KernelContext<'_>, acc: Tensor, mult: Tensor, y_zp: Option<Tensor>, fallback: DataType) -> Result<Tensor> {
     let out_type = y_zp.as_ref().map_or(fallback, Tensor::dtype);
     let (lo, hi) = match out_type {
@@ -107,8 +110,11 @@ fn requantize(ctx: &KernelContext<'_>, acc: Tensor, mult: Tensor, y_zp: Option<T
         other => return Err(ctx.err(format!("{other} outputs are not supported"))),
     };
     let rank = acc.rank();
+    let acc = acc.cast(DataType::Float)?.cast(DataType::Double)?;
     let (acc, mult, _) = broadcast_pair(acc, mult).map_err(|(l, r)| shape_err(ctx, l, r, "scales do not broadcast"))?;
-    let mut r = Dispatch::float_mul(acc.into_dispatch(), mult.into_dispatch());
+    // The f64 product of two float32 values is exact; rounding it to float32 gives the float32 product.
+    let product = Tensor::from_dispatch(Dispatch::float_mul(acc.into_dispatch(), mult.into_dispatch()));
+    let mut r = Dispatch::float_round(product.cast(DataType::Float)?.cast(DataType::Double)?.into_dispatch());
     if let Some(zp) = y_zp {
         if zp.numel() != 1 {
             return Err(shape_err(ctx, zp.shape(), vec![], "only a scalar output zero point is supported"));
@@ -116,8 +122,7 @@ fn requantize(ctx: &KernelContext<'_>, acc: Tensor, mult: Tensor, y_zp: Option<T
         let zp = zp.cast(DataType::Double)?.reshape(&vec![1; rank]).into_dispatch();
         r = Dispatch::float_add(r, zp);
     }
-    let r = Dispatch::float_round(Dispatch::float_clamp(r, lo.into(), hi.into()));
-    Tensor::from_dispatch(r).cast(out_type)
+    Tensor::from_dispatch(Dispatch::float_clamp(r, lo.into(), hi.into())).cast(out_type)
 }
 
 impl Kernel for Quantized {

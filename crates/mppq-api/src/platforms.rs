@@ -28,8 +28,16 @@ impl Platform for OnnxRuntime {
         "ONNX Runtime QDQ: uint8 asymmetric activations, per-channel weights in int8 limited to [-64, 63] (exact on CPUs without VNNI), int32 biases"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.refuse(self.name(), &["bits", "weight_bits", "per_channel", "symmetric"])?;
+        o.refuse(self.name(), &["bits", "per_channel", "symmetric"])?;
         let mut q = OnnxRuntimeQuantizer::default();
+        // 7-bit weights keep ORT exact on x86 CPUs without VNNI; 8 is right where ORT's integer
+        // kernels do not saturate (VNNI CPUs, other execution providers).
+        if let Some(bits) = o.weight_bits {
+            if !(2..=8).contains(&bits) {
+                return Err(ApiError::Setting(format!("platform `default`: weight_bits {bits} is outside 2..=8")));
+            }
+            q.weight_bits = bits;
+        }
         if let Some(observer) = &o.observer {
             q.observer = observer.clone();
         }

@@ -18,6 +18,34 @@ pub struct Options {
     pub json: Option<PathBuf>,
     pub threads: usize,
     pub skip_resnet: bool,
+    /// Also print where our time goes: share per operator type (one extra profiled run).
+    pub profile: bool,
+}
+
+/// Wall time per operator type (kernel plus the engine's work around it), in execution order of
+/// first appearance. The CPU backend is eager, so an op's time ends when its kernel returns.
+#[derive(Default)]
+struct Profile {
+    started: Option<Instant>,
+    per_type: Vec<(String, f64, usize)>,
+}
+
+impl mppq_exec::ExecHook for Profile {
+    fn before_op(&mut self, _: &mppq_exec::hooks::OpInfo<'_>, _: &mut [Option<Value>]) -> mppq_exec::Result<()> {
+        self.started = Some(Instant::now());
+        Ok(())
+    }
+    fn after_op(&mut self, op: &mppq_exec::hooks::OpInfo<'_>, _: &mut [Option<Value>]) -> mppq_exec::Result<()> {
+        let ms = self.started.take().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
+        match self.per_type.iter_mut().find(|(t, _, _)| t == op.op_type) {
+            Some(entry) => {
+                entry.1 += ms;
+                entry.2 += 1;
+            }
+            None => self.per_type.push((op.op_type.to_string(), ms, 1)),
+        }
+        Ok(())
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -71,7 +99,7 @@ fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
     Ok(list)
 }
 
-fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
+fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<String>)> {
     let mut loaded = mppq_onnx::load_model(model)?;
     // ONNX Runtime folds BatchNormalization into convolutions at load; so do we.
     mppq_ir::morph::fold_batchnorm(&mut loaded.graph)?;
@@ -97,7 +125,24 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
             times.push(start.elapsed().as_secs_f64() * 1e3);
         }
     }
-    Ok(median(times))
+    let profile = if opts.profile {
+        let mut p = Profile::default();
+        let start = Instant::now();
+        exec.run(feeds, &mut [&mut p])?;
+        let total = start.elapsed().as_secs_f64() * 1e3;
+        let in_ops: f64 = p.per_type.iter().map(|(_, ms, _)| ms).sum();
+        p.per_type.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut lines: Vec<String> = p
+            .per_type
+            .iter()
+            .map(|(t, ms, n)| format!("    {t:<20} {n:>4} ops {ms:>9.2} ms {:>5.1} %", 100.0 * ms / total.max(1e-9)))
+            .collect();
+        lines.push(format!("    {:<20}          {:>9.2} ms {:>5.1} %", "(engine between ops)", total - in_ops, 100.0 * (total - in_ops) / total.max(1e-9)));
+        Some(lines.join("\n"))
+    } else {
+        None
+    };
+    Ok((median(times), profile))
 }
 
 fn ort(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
@@ -122,7 +167,7 @@ pub fn run(opts: &Options) -> Result<()> {
     let mut json = serde_json::Map::new();
     println!("{:<18} {:>10} {:>10} {:>8}", "model", "ours ms", "ort ms", "ratio");
     for (name, model, inputs) in models(opts)? {
-        let ours_ms = match ours(&model, &inputs, opts) {
+        let (ours_ms, profile) = match ours(&model, &inputs, opts) {
             Ok(t) => t,
             Err(e) => {
                 println!("{name:<18} cannot run on our executor: {e:#}");
@@ -132,6 +177,9 @@ pub fn run(opts: &Options) -> Result<()> {
         let ort_ms = ort(&model, &inputs, opts)?;
         let ratio = ours_ms / ort_ms;
         println!("{name:<18} {ours_ms:>10.2} {ort_ms:>10.2} {ratio:>8.2}");
+        if let Some(profile) = profile {
+            println!("{profile}");
+        }
         json.insert(name, serde_json::json!({"ours_ms": ours_ms, "ort_ms": ort_ms, "ratio": ratio}));
     }
     if let Some(path) = &opts.json {

@@ -71,6 +71,9 @@ enum Command {
         /// Skip the (generated, 45 MB) ResNet-18.
         #[arg(long)]
         skip_resnet: bool,
+        /// Print where our time goes (share per operator type).
+        #[arg(long)]
+        profile: bool,
     },
     /// Create (or update) the Python reference environment and print its interpreter path.
     Pyenv,
@@ -108,8 +111,8 @@ fn main() -> Result<()> {
             let opts = conformance::Options { backend, suite, json, filter, verbose, write_manifest };
             if conformance::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
-        Command::Bench { runs, warmup, threads, json, skip_resnet } => {
-            bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet })
+        Command::Bench { runs, warmup, threads, json, skip_resnet, profile } => {
+            bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet, profile })
         }
         Command::QdqCheck { models, json, resnet18, setting, ort_opt } => {
             let opts = qdq_check::Options { models, resnet18, json, setting, ort_opt };

@@ -277,9 +277,10 @@ fn low_bit_sixteen_bit_fp8_and_fused_relu_exports_match_in_onnx_runtime() {
             Some((pct, snr_ort, snr_sim)) => {
                 println!("{name} {t:?}: {pct:.3} % within one step, SNR ORT {snr_ort:.2} dB, sim {snr_sim:.2} dB");
                 // ORT has no 16-bit integer kernels: it runs these ops in float, and its
-                // summation order differs from ours by more than a 16-bit step on 1 of the 80
-                // logits (ORT with and without graph optimisations agree exactly).
-                let min = if matches!(t, Target::Uint16) { 98.0 } else { 99.9 };
+                // summation order differs from ours by more than a 16-bit step on 1 or 2 of the
+                // 80 logits (which ones depends on our convolution's summation order; ORT with and
+                // without graph optimisations agree exactly). The SNR check below still holds.
+                let min = if matches!(t, Target::Uint16) { 97.0 } else { 99.9 };
                 assert!(pct >= min, "{t:?}: {pct:.3} %");
                 assert!((snr_ort - snr_sim).abs() <= 0.1, "{t:?}: ORT {snr_ort:.2} dB vs sim {snr_sim:.2} dB");
             }

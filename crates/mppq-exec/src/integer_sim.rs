@@ -122,7 +122,7 @@ fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) ->
             run.iter_mut().for_each(|v| *v = f(*v, p));
         }
     }
-    Ok(t.like_f32(values))
+    Ok(t.like_f32(&shape, values))
 }
 
 #[cfg(test)]

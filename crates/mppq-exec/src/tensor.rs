@@ -240,13 +240,12 @@ impl Tensor {
         Self { inner, logical: Logical { scalar, dtype: None, decided: true } }
     }
 
-    /// A float32 tensor of this tensor's shape, on its device, holding `values` (results of a
-    /// host-side computation on [`Self::to_f32_vec`]).
-    pub fn like_f32(&self, values: Vec<f32>) -> Self {
+    /// A float32 tensor of `shape` on this tensor's device holding `values` (results of a
+    /// host-side computation on [`Self::to_f32_vec`]); `values.len()` must be the shape's size.
+    pub fn like_f32(&self, shape: &[usize], values: Vec<f32>) -> Self {
         let dev = self.inner.device();
-        let shape = self.shape();
         let scalar = shape.is_empty() && !device::is_cpu(&dev);
-        let shape = Shape::from(if scalar { vec![1] } else { shape });
+        let shape = Shape::from(if scalar { vec![1] } else { shape.to_vec() });
         let inner = Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), &dev);
         Self { inner, logical: Logical { scalar, dtype: None, decided: true } }
     }

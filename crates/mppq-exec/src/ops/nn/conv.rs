@@ -1,6 +1,7 @@
 //! Conv (1-d, 2-d, 3-d): auto_pad, asymmetric pads, strides, dilations, group, optional bias,
 //! on Burn's convolution kernels.
 
+use super::conv_cpu::{self, Conv2dGeometry};
 use super::util::{Window, float_tensor, reshape, shape_err};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
@@ -87,6 +88,22 @@ pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: T
             Some(b.into_dispatch())
         }
     };
+    let bias_ok = bias.as_ref().is_none_or(|b| conv_cpu::eligible(&Tensor::from_dispatch(b.clone())));
+    if xs.len() == 4 && conv_cpu::eligible(&x) && conv_cpu::eligible(&w) && bias_ok {
+        let out = r.output(ctx, spatial, false)?;
+        let geometry = Conv2dGeometry {
+            input: arr(&xs),
+            weight: arr(&ws),
+            group: g,
+            strides: arr(&r.strides),
+            dilations: arr(&r.dilations),
+            pads: pairs(&r.pads),
+            output: arr(&out),
+        };
+        let b = bias.map(|b| Tensor::from_dispatch(b).to_f32_vec());
+        let y = conv_cpu::conv2d(&x.to_f32_vec(), &w.to_f32_vec(), b.as_deref(), &geometry);
+        return Ok(x.like_f32(&[xs[0], ws[0], out[0], out[1]], y));
+    }
     let (xd, wd) = (x.into_dispatch(), w.into_dispatch());
     let out = match xs.len() {
         3 => {

@@ -11,6 +11,7 @@ mod batch_norm;
 mod causal_conv;
 mod col2im;
 mod conv;
+mod conv_cpu;
 mod conv_transpose;
 mod deform_conv;
 mod einsum;

@@ -165,7 +165,7 @@ impl JobSummary {
             .map(|s| format!("; output SNR vs float: {s}"))
             .unwrap_or_default();
         format!(
-            "{}: {} of {} operations quantized for platform `{}`{snr}; {:.1} s",
+            "{}: {} of {} operations quantized for platform `{}`{snr}; {:.3} s",
             self.model, self.quantized_ops.0, self.quantized_ops.1, self.platform, self.seconds
         )
     }

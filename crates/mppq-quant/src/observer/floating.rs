@@ -9,9 +9,9 @@
 
 use super::fp8::fp8_round;
 use super::histogram::Histogram;
-use super::range::{finish_scale, write_params};
-use super::two_pass::{Collector, HistMode};
-use super::{Observer, ObserverOptions, check_bins};
+use super::range::finish_scale;
+use super::two_pass::{Collector, HistMode, HistogramRule};
+use super::{ObserverOptions, check_bins};
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::TensorQuantConfig;
 
@@ -92,34 +92,16 @@ fn best_scale(config: &TensorQuantConfig, h: &Histogram) -> f64 {
     best.1
 }
 
-impl Observer for FloatingObserver {
-    fn name(&self) -> &'static str {
-        "floating"
+impl HistogramRule for FloatingObserver {
+    fn collector(&self) -> &Collector {
+        &self.collector
     }
 
-    fn variable(&self) -> &str {
-        &self.collector.variable
+    fn collector_mut(&mut self) -> &mut Collector {
+        &mut self.collector
     }
 
-    fn passes(&self) -> usize {
-        2
-    }
-
-    fn begin_pass(&mut self, pass: usize) -> Result<()> {
-        self.collector.begin_pass(pass)
-    }
-
-    fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
-        self.collector.observe(values, shape)
-    }
-
-    fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
-        let params: Vec<_> = self.scales(config)?.into_iter().map(|s| (s, 0.0)).collect();
-        let c = &self.collector;
-        write_params(config, &c.variable, "floating", c.layout.axis, &params)
-    }
-
-    fn statistics_len(&self) -> usize {
-        self.collector.statistics_len()
+    fn params(&self, config: &TensorQuantConfig) -> Result<Vec<(f64, f64)>> {
+        Ok(self.scales(config)?.into_iter().map(|s| (s, 0.0)).collect())
     }
 }

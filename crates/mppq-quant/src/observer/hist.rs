@@ -2,9 +2,8 @@
 //! finalize is minmax's, from the pass-0 ranges.
 
 use super::minmax::params_from_ranges;
-use super::range::write_params;
-use super::two_pass::{Collector, HistMode};
-use super::{Histogram, Observer, ObserverOptions, check_bins};
+use super::two_pass::{Collector, HistMode, HistogramRule};
+use super::{Histogram, ObserverOptions, check_bins};
 use crate::error::Result;
 use mppq_ir::quant::TensorQuantConfig;
 
@@ -25,34 +24,17 @@ impl HistObserver {
     }
 }
 
-impl Observer for HistObserver {
-    fn name(&self) -> &'static str {
-        "hist"
+impl HistogramRule for HistObserver {
+    fn collector(&self) -> &Collector {
+        &self.collector
     }
 
-    fn variable(&self) -> &str {
-        &self.collector.variable
+    fn collector_mut(&mut self) -> &mut Collector {
+        &mut self.collector
     }
 
-    fn passes(&self) -> usize {
-        2
-    }
-
-    fn begin_pass(&mut self, pass: usize) -> Result<()> {
-        self.collector.begin_pass(pass)
-    }
-
-    fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
-        self.collector.observe(values, shape)
-    }
-
-    fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
+    fn params(&self, config: &TensorQuantConfig) -> Result<Vec<(f64, f64)>> {
         let c = &self.collector;
-        let params = params_from_ranges(config, &c.variable, "hist", c.ranges()?)?;
-        write_params(config, &c.variable, "hist", c.layout.axis, &params)
-    }
-
-    fn statistics_len(&self) -> usize {
-        self.collector.statistics_len()
+        params_from_ranges(config, &c.variable, "hist", c.ranges()?)
     }
 }

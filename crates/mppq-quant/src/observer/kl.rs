@@ -18,9 +18,9 @@
 //!
 //! Symmetric configs with `quant_min >= 0` (unsigned symmetric) are not supported.
 
-use super::range::{params_for, write_params};
-use super::two_pass::{Collector, HistMode};
-use super::{Observer, ObserverOptions, check_bins};
+use super::range::params_for;
+use super::two_pass::{Collector, HistMode, HistogramRule};
+use super::{ObserverOptions, check_bins};
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::TensorQuantConfig;
 
@@ -179,28 +179,16 @@ fn best_window(hist: &[u64], zero: usize, levels: usize, s: &mut Scratch) -> (us
     (a, b)
 }
 
-impl Observer for KlObserver {
-    fn name(&self) -> &'static str {
-        "kl"
+impl HistogramRule for KlObserver {
+    fn collector(&self) -> &Collector {
+        &self.collector
     }
 
-    fn variable(&self) -> &str {
-        &self.collector.variable
+    fn collector_mut(&mut self) -> &mut Collector {
+        &mut self.collector
     }
 
-    fn passes(&self) -> usize {
-        2
-    }
-
-    fn begin_pass(&mut self, pass: usize) -> Result<()> {
-        self.collector.begin_pass(pass)
-    }
-
-    fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
-        self.collector.observe(values, shape)
-    }
-
-    fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
+    fn params(&self, config: &TensorQuantConfig) -> Result<Vec<(f64, f64)>> {
         let c = &self.collector;
         if mode_for(config, &c.variable)? != c.mode {
             return Err(QuantError::ConfigMismatch {
@@ -209,11 +197,6 @@ impl Observer for KlObserver {
                 message: "symmetry differs from the config the observer was built for".into(),
             });
         }
-        let params: Vec<_> = self.ranges(config)?.into_iter().map(|(lo, hi)| params_for(config, lo, hi)).collect();
-        write_params(config, &c.variable, "kl", c.layout.axis, &params)
-    }
-
-    fn statistics_len(&self) -> usize {
-        self.collector.statistics_len()
+        Ok(self.ranges(config)?.into_iter().map(|(lo, hi)| params_for(config, lo, hi)).collect())
     }
 }

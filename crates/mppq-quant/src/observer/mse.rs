@@ -11,9 +11,9 @@
 //! observer (power-of-2 included), so the error is that of the parameters actually written.
 
 use super::histogram::Histogram;
-use super::range::{params_for, write_params};
-use super::two_pass::{Collector, HistMode};
-use super::{Observer, ObserverOptions, check_bins};
+use super::range::params_for;
+use super::two_pass::{Collector, HistMode, HistogramRule};
+use super::{ObserverOptions, check_bins};
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::TensorQuantConfig;
 
@@ -131,34 +131,16 @@ fn best_range(config: &TensorQuantConfig, h: &Histogram) -> (f64, f64) {
     (lo * i as f64 / k, hi * j as f64 / k)
 }
 
-impl Observer for MseObserver {
-    fn name(&self) -> &'static str {
-        "mse"
+impl HistogramRule for MseObserver {
+    fn collector(&self) -> &Collector {
+        &self.collector
     }
 
-    fn variable(&self) -> &str {
-        &self.collector.variable
+    fn collector_mut(&mut self) -> &mut Collector {
+        &mut self.collector
     }
 
-    fn passes(&self) -> usize {
-        2
-    }
-
-    fn begin_pass(&mut self, pass: usize) -> Result<()> {
-        self.collector.begin_pass(pass)
-    }
-
-    fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
-        self.collector.observe(values, shape)
-    }
-
-    fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
-        let params: Vec<_> = self.ranges(config)?.into_iter().map(|(lo, hi)| params_for(config, lo, hi)).collect();
-        let c = &self.collector;
-        write_params(config, &c.variable, "mse", c.layout.axis, &params)
-    }
-
-    fn statistics_len(&self) -> usize {
-        self.collector.statistics_len()
+    fn params(&self, config: &TensorQuantConfig) -> Result<Vec<(f64, f64)>> {
+        Ok(self.ranges(config)?.into_iter().map(|(lo, hi)| params_for(config, lo, hi)).collect())
     }
 }

@@ -8,9 +8,9 @@
 //! exact sort-based percentile and never clips more than it. Symmetric policies use
 //! `max(|lower|, |upper|)`.
 
-use super::range::{params_for, write_params};
-use super::two_pass::{Collector, HistMode};
-use super::{Histogram, Observer, ObserverOptions, check_bins};
+use super::range::params_for;
+use super::two_pass::{Collector, HistMode, HistogramRule};
+use super::{Histogram, ObserverOptions, check_bins};
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::TensorQuantConfig;
 
@@ -64,34 +64,16 @@ pub fn percentile_bounds(h: &Histogram, p: f64) -> (f64, f64) {
     (lower, upper)
 }
 
-impl Observer for PercentileObserver {
-    fn name(&self) -> &'static str {
-        "percentile"
+impl HistogramRule for PercentileObserver {
+    fn collector(&self) -> &Collector {
+        &self.collector
     }
 
-    fn variable(&self) -> &str {
-        &self.collector.variable
+    fn collector_mut(&mut self) -> &mut Collector {
+        &mut self.collector
     }
 
-    fn passes(&self) -> usize {
-        2
-    }
-
-    fn begin_pass(&mut self, pass: usize) -> Result<()> {
-        self.collector.begin_pass(pass)
-    }
-
-    fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
-        self.collector.observe(values, shape)
-    }
-
-    fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
-        let params: Vec<_> = self.bounds()?.into_iter().map(|(lo, hi)| params_for(config, lo, hi)).collect();
-        let c = &self.collector;
-        write_params(config, &c.variable, "percentile", c.layout.axis, &params)
-    }
-
-    fn statistics_len(&self) -> usize {
-        self.collector.statistics_len()
+    fn params(&self, config: &TensorQuantConfig) -> Result<Vec<(f64, f64)>> {
+        Ok(self.bounds()?.into_iter().map(|(lo, hi)| params_for(config, lo, hi)).collect())
     }
 }

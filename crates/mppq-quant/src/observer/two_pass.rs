@@ -2,9 +2,53 @@
 //! channel's min/max, pass 1 fills one fixed-range histogram per channel. Memory: channels ×
 //! (bins + a few numbers), whatever the amount of data.
 
+use super::Observer;
 use super::channels::{ChannelLayout, RangeStat, for_each_chunk, update_ranges};
 use super::histogram::Histogram;
+use super::range::write_params;
 use crate::error::{QuantError, Result};
+use mppq_ir::quant::TensorQuantConfig;
+
+/// A two-pass histogram observer: collection is the shared [`Collector`]'s; only the rule that
+/// turns its statistics into parameters differs. Implementing this gives the [`Observer`].
+pub trait HistogramRule: Send + std::fmt::Debug {
+    fn collector(&self) -> &Collector;
+    fn collector_mut(&mut self) -> &mut Collector;
+    /// One `(scale, offset)` per channel for `config`, from the collected statistics.
+    fn params(&self, config: &TensorQuantConfig) -> Result<Vec<(f64, f64)>>;
+}
+
+impl<T: HistogramRule> Observer for T {
+    fn name(&self) -> &'static str {
+        self.collector().observer
+    }
+
+    fn variable(&self) -> &str {
+        &self.collector().variable
+    }
+
+    fn passes(&self) -> usize {
+        2
+    }
+
+    fn begin_pass(&mut self, pass: usize) -> Result<()> {
+        self.collector_mut().begin_pass(pass)
+    }
+
+    fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
+        self.collector_mut().observe(values, shape)
+    }
+
+    fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
+        let params = self.params(config)?;
+        let c = self.collector();
+        write_params(config, &c.variable, c.observer, c.layout.axis, &params)
+    }
+
+    fn statistics_len(&self) -> usize {
+        self.collector().statistics_len()
+    }
+}
 
 /// What the histograms count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

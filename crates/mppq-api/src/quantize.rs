@@ -219,6 +219,15 @@ fn summary(q: &ModelQuantizer, analysis: Option<crate::analyse::AnalysisReport>,
     }
 }
 
+/// Writes `dir/report.html` and `dir/report.json` (creating `dir`); returns them for listing.
+fn write_reports(analysis: &crate::analyse::AnalysisReport, dir: &Path) -> Result<Vec<(&'static str, std::path::PathBuf)>> {
+    std::fs::create_dir_all(dir).map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?;
+    let (html, json) = (dir.join("report.html"), dir.join("report.json"));
+    crate::analyse::write_html(analysis, None, &html)?;
+    analysis.write_json(&json)?;
+    Ok(vec![("report", html), ("report data", json)])
+}
+
 /// `mppq quantize`: quantize `model_path` on the batches in `calib_dir`, then write
 /// `out_dir/model.qdq.onnx`, `out_dir/quant.json`, `out_dir/model.float.onnx` (the float graph
 /// after fusions), and the graph-wise analysis as
@@ -241,11 +250,7 @@ pub fn quantize_to_dir(
     mppq_onnx::save_model(&q.model, &float, &Default::default())?;
     let mut files = vec![("quantized model", onnx), ("quantization parameters", json), ("float model (fused)", float)];
     let analysis = run_analysis(&q, &calib, progress)?;
-    let (html, report_json) = (out_dir.join("report.html"), out_dir.join("report.json"));
-    crate::analyse::write_html(&analysis, None, &html)?;
-    analysis.write_json(&report_json)?;
-    files.push(("report", html));
-    files.push(("report data", report_json));
+    files.extend(write_reports(&analysis, out_dir)?);
     Ok(summary(&q, Some(analysis), files, started))
 }
 
@@ -267,14 +272,9 @@ pub fn analyse_model(
         None => q.quantize(&calib, progress)?,
     }
     let analysis = run_analysis(&q, &calib, progress)?;
-    let mut files = Vec::new();
-    if let Some(dir) = out_dir {
-        std::fs::create_dir_all(dir).map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?;
-        let (html, json) = (dir.join("report.html"), dir.join("report.json"));
-        crate::analyse::write_html(&analysis, None, &html)?;
-        analysis.write_json(&json)?;
-        files.push(("report", html));
-        files.push(("report data", json));
-    }
+    let files = match out_dir {
+        Some(dir) => write_reports(&analysis, dir)?,
+        None => Vec::new(),
+    };
     Ok(summary(&q, Some(analysis), files, started))
 }

@@ -196,11 +196,7 @@ fn run(cli: Cli) -> Result<()> {
             use mppq_quant::quantizer::Quantizer;
             let loaded = mppq_onnx::load_model(&model)?;
             let quantizer = mppq_quant::quantizer::OnnxRuntimeQuantizer::default();
-            let mut scope = mppq_dispatch::IgnoredScope::default();
-            for item in ignore {
-                // A name glob if it has glob characters or dots, else an operator type.
-                scope = if item.contains(['*', '?', '.']) { scope.with_name(item) } else { scope.with_type(item) };
-            }
+            let scope = mppq_api::quantize::ignored_scope(&ignore);
             let ctx = mppq_dispatch::DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types())
                 .with_ignored(scope);
             let decisions = mppq_dispatch::dispatcher_by_name(&dispatcher)?.dispatch(&loaded.graph, &ctx)?;

@@ -77,7 +77,7 @@ pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: T
     if r.kernel[..] != ws[2..] {
         return Err(shape_err(ctx, r.kernel.clone(), ws[2..].to_vec(), "kernel_shape differs from the weight"));
     }
-    r.output(ctx, spatial, false)?;
+    let out = r.output(ctx, spatial, false)?;
     let bias = match b {
         None => None,
         Some(b) => {
@@ -85,12 +85,10 @@ pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: T
             if b.shape() != [ws[0]] || b.dtype() != x.dtype() {
                 return Err(shape_err(ctx, b.shape(), vec![ws[0]], "bias must be [M] of the input type"));
             }
-            Some(b.into_dispatch())
+            Some(b)
         }
     };
-    let bias_ok = bias.as_ref().is_none_or(|b| conv_cpu::eligible(&Tensor::from_dispatch(b.clone())));
-    if xs.len() == 4 && conv_cpu::eligible(&x) && conv_cpu::eligible(&w) && bias_ok {
-        let out = r.output(ctx, spatial, false)?;
+    if xs.len() == 4 && conv_cpu::eligible(&x) && conv_cpu::eligible(&w) && bias.as_ref().is_none_or(conv_cpu::eligible) {
         let geometry = Conv2dGeometry {
             input: arr(&xs),
             weight: arr(&ws),
@@ -100,10 +98,11 @@ pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: T
             pads: pairs(&r.pads),
             output: arr(&out),
         };
-        let b = bias.map(|b| Tensor::from_dispatch(b).to_f32_vec());
+        let b = bias.map(|b| b.to_f32_vec());
         let y = conv_cpu::conv2d(&x.to_f32_vec(), &w.to_f32_vec(), b.as_deref(), &geometry);
         return Ok(x.like_f32(&[xs[0], ws[0], out[0], out[1]], y));
     }
+    let bias = bias.map(Tensor::into_dispatch);
     let (xd, wd) = (x.into_dispatch(), w.into_dispatch());
     let out = match xs.len() {
         3 => {

@@ -7,6 +7,7 @@
 //! engine ([`Executor`]: topological plan, partial runs, hooks, early freeing of values), and the
 //! hook points for fake quantization ([`hooks`]).
 
+pub mod cpu;
 pub mod device;
 pub mod engine;
 pub mod error;

@@ -1,7 +1,7 @@
 //! Conv (1-d, 2-d, 3-d): auto_pad, asymmetric pads, strides, dilations, group, optional bias,
 //! on Burn's convolution kernels.
 
-use super::conv_cpu::{self, Conv2dGeometry};
+use super::conv_cpu::{self, Conv2dGeometry, PackedWeights};
 use super::util::{Window, float_tensor, reshape, shape_err};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
@@ -18,6 +18,8 @@ pub fn register(r: &mut OpRegistry) {
 struct Conv {
     window: Window,
     group: usize,
+    /// The CPU path's packed weights, reused while the weight buffer stays the same.
+    packed: PackedWeights,
 }
 
 /// Parses Conv-style `group` and window attributes.
@@ -31,7 +33,7 @@ pub fn parse_conv(node: &OpNode<'_>) -> Result<(Window, usize)> {
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let (window, group) = parse_conv(node)?;
-    Ok(Box::new(Conv { window, group }))
+    Ok(Box::new(Conv { window, group, packed: PackedWeights::default() }))
 }
 
 fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
@@ -52,12 +54,17 @@ impl Kernel for Conv {
         let x = float_tensor(ctx, ins.tensor(0)?, "X")?;
         let w = float_tensor(ctx, ins.tensor(1)?, "W")?;
         let b = ins.opt_tensor(2)?;
-        Ok(vec![Some(conv_forward(ctx, &self.window, self.group, x, w, b)?.into())])
+        Ok(vec![Some(conv_with(ctx, &self.window, self.group, x, w, b, Some(&self.packed))?.into())])
     }
 }
 
 /// Checks and runs a float convolution (shared with the integer / quantized convolutions).
 pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: Tensor, w: Tensor, b: Option<Tensor>) -> Result<Tensor> {
+    conv_with(ctx, window, group, x, w, b, None)
+}
+
+/// [`conv_forward`], reusing packed CPU weights from `packed` when given.
+fn conv_with(ctx: &KernelContext<'_>, window: &Window, group: usize, x: Tensor, w: Tensor, b: Option<Tensor>, packed: Option<&PackedWeights>) -> Result<Tensor> {
     let (xs, ws) = (x.shape(), w.shape());
     if xs.len() < 3 || xs.len() > 5 || ws.len() != xs.len() {
         return Err(shape_err(ctx, xs, ws, "must be [N,C,spatial..] and [M,C/group,kernel..] with 1 to 3 spatial dims"));
@@ -88,7 +95,7 @@ pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: T
             Some(b)
         }
     };
-    if xs.len() == 4 && conv_cpu::eligible(&x) && conv_cpu::eligible(&w) && bias.as_ref().is_none_or(conv_cpu::eligible) {
+    if xs.len() == 4 {
         let geometry = Conv2dGeometry {
             input: arr(&xs),
             weight: arr(&ws),
@@ -98,9 +105,9 @@ pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: T
             pads: pairs(&r.pads),
             output: arr(&out),
         };
-        let b = bias.map(|b| b.to_f32_vec());
-        let y = conv_cpu::conv2d(&x.to_f32_vec(), &w.to_f32_vec(), b.as_deref(), &geometry);
-        return Ok(x.like_f32(&[xs[0], ws[0], out[0], out[1]], y));
+        if let Some(y) = conv_cpu::try_conv2d(packed, &x, &w, bias.as_ref(), &geometry) {
+            return Ok(y);
+        }
     }
     let bias = bias.map(Tensor::into_dispatch);
     let (xd, wd) = (x.into_dispatch(), w.into_dispatch());

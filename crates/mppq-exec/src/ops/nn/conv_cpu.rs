@@ -1,23 +1,17 @@
-//! The CPU fast path of 2-d convolution: per image and group, one im2col matrix (built in
-//! parallel, straight from NCHW) and one matrix product (`gemm`, multi-threaded), writing NCHW
-//! output directly. Burn's flex convolution tiles the output and calls a small product per tile
-//! after an NHWC copy; on ResNet-18 that was 96 % of our inference time and 7× ONNX Runtime.
-//! Used for float32 4-d convolutions on the CPU; everything else takes Burn's kernels.
+//! The CPU fast path of 2-d float32 convolution: an implicit-GEMM convolution on our own
+//! packed matrix product ([`super::sgemm`]). The weights are packed once per weight buffer and
+//! kept by the kernel; the im2col columns are packed panel by panel straight from the NCHW input
+//! (runs of an output row are copied, not gathered one by one) and never materialised whole;
+//! the bias is added when the tile is written. Inputs are read and outputs written without
+//! copies through [`crate::cpu`].
+//!
+//! Burn's flex convolution (tiles + NHWC copies + small products) took 96 % of our ResNet-18
+//! time at 7× ONNX Runtime; see docs/executor.md for the figures of this path.
 
+use super::sgemm::{self, DenseB, NR, PackedA, PanelSource, put_row, zero_row};
+use crate::cpu;
 use crate::tensor::Tensor;
-use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};
-use burn::tensor::DType;
-use rayon::prelude::*;
-
-/// Whether `t` is a plain float32 tensor of the CPU backend (not recorded for autodiff), whose
-/// values the fast path may read and replace.
-pub fn eligible(t: &Tensor) -> bool {
-    matches!(
-        t.dispatch(),
-        DispatchTensor { kind: DispatchTensorKind::Flex(BackendTensor::Float(ft)), autodiff: DispatchAutodiffContext::Disabled }
-            if ft.dtype() == DType::F32
-    )
-}
+use std::sync::{Arc, Mutex};
 
 /// A 2-d convolution's geometry (NCHW input `[n, c, h, w]`, weight `[m, c/group, kh, kw]`).
 pub struct Conv2dGeometry {
@@ -31,89 +25,137 @@ pub struct Conv2dGeometry {
     pub output: [usize; 2],
 }
 
-/// `y = conv(x, w) + b` on row-major buffers; returns `[n, m, oh, ow]`. The caller has checked
-/// the shapes (buffer lengths match the geometry).
-pub fn conv2d(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &Conv2dGeometry) -> Vec<f32> {
-    let [n, c, h, wd] = g.input;
+impl Conv2dGeometry {
+    /// A 1×1 convolution without stride, dilation or padding: B is the input itself.
+    fn pointwise(&self) -> bool {
+        self.weight[2..] == [1, 1] && self.strides == [1, 1] && self.dilations == [1, 1] && self.pads == [(0, 0); 2]
+    }
+}
+
+/// The packed weights of the last weight buffer a kernel saw (one [`PackedA`] per group), so a
+/// model's constant weights are packed once, not on every run.
+#[derive(Default)]
+pub struct PackedWeights {
+    last: Mutex<Option<(Tensor, Arc<Vec<PackedA>>)>>,
+}
+
+impl PackedWeights {
+    fn get(&self, w: &Tensor, values: &[f32], g: &Conv2dGeometry) -> Arc<Vec<PackedA>> {
+        let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((seen, packed)) = last.as_ref()
+            && cpu::same_buffer(seen, w)
+        {
+            return packed.clone();
+        }
+        let packed = Arc::new(pack_weights(values, g));
+        *last = Some((w.clone(), packed.clone()));
+        packed
+    }
+}
+
+fn pack_weights(w: &[f32], g: &Conv2dGeometry) -> Vec<PackedA> {
     let [m, cg, kh, kw] = g.weight;
+    let (mg, k) = (m / g.group, cg * kh * kw);
+    (0..g.group).map(|grp| PackedA::pack(&w[grp * mg * k..][..mg * k], mg, k)).collect()
+}
+
+/// `conv(x, w) + b` when all operands are contiguous CPU float32 tensors (the caller has
+/// checked the shapes against `g`); `None` sends the caller to Burn's kernels.
+pub fn try_conv2d(cache: Option<&PackedWeights>, x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: &Conv2dGeometry) -> Option<Tensor> {
+    let (xv, wv) = (cpu::f32_values(x)?, cpu::f32_values(w)?);
+    let bv = match b {
+        Some(b) => Some(cpu::f32_values(b)?),
+        None => None,
+    };
+    let packed = match cache {
+        Some(cache) => cache.get(w, wv, g),
+        None => Arc::new(pack_weights(wv, g)),
+    };
+    let y = conv2d(xv, &packed, bv, g);
+    Some(x.like_f32(&[g.input[0], g.weight[0], g.output[0], g.output[1]], y))
+}
+
+/// `y = conv(x, w) + b` on a row-major input, with the weights packed per group; returns
+/// `[n, m, oh, ow]`.
+fn conv2d(x: &[f32], w: &[PackedA], bias: Option<&[f32]>, g: &Conv2dGeometry) -> Vec<f32> {
+    let [n, c, h, wd] = g.input;
+    let [m, cg, _, _] = g.weight;
     let [oh, ow] = g.output;
-    let (mg, spatial, k) = (m / g.group, oh * ow, cg * kh * kw);
+    let (mg, spatial) = (m / g.group, oh * ow);
     let mut y = vec![0f32; n * m * spatial];
-    let mut cols = vec![0f32; k * spatial];
-    // Threads pay off only on products big enough to hide their start-up (measured: tiny_cnn's
-    // 32×32 convolutions ran slower threaded).
-    let threaded = mg * spatial * k >= 1 << 22;
-    let parallelism = if threaded { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
     for b in 0..n {
-        for grp in 0..g.group {
+        for (grp, a) in w.iter().enumerate() {
             let x_img = &x[(b * c + grp * cg) * h * wd..][..cg * h * wd];
-            im2col(x_img, &mut cols, g, threaded);
-            let w_grp = &w[grp * mg * k..][..mg * k];
             let y_grp = &mut y[(b * m + grp * mg) * spatial..][..mg * spatial];
-            // SAFETY: `w_grp` is mg×k, `cols` k×spatial and `y_grp` mg×spatial, all row-major
-            // and exactly that long (sliced above), so every access of the product is in bounds.
-            unsafe {
-                gemm::gemm(
-                    mg,
-                    spatial,
-                    k,
-                    y_grp.as_mut_ptr(),
-                    1,
-                    spatial as isize,
-                    false,
-                    w_grp.as_ptr(),
-                    1,
-                    k as isize,
-                    cols.as_ptr(),
-                    1,
-                    spatial as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                );
+            let bias_grp = bias.map(|bv| &bv[grp * mg..][..mg]);
+            if g.pointwise() {
+                sgemm::gemm(a, &DenseB { data: x_img, n: spatial }, spatial, bias_grp, y_grp);
+            } else {
+                sgemm::gemm(a, &Im2col { x: x_img, g }, spatial, bias_grp, y_grp);
             }
         }
-    }
-    if let Some(bias) = bias {
-        y.par_chunks_mut(spatial).enumerate().for_each(|(row, out)| {
-            let v = bias[row % m];
-            out.iter_mut().for_each(|o| *o += v);
-        });
     }
     y
 }
 
-/// Fills `cols` (`[cg·kh·kw, oh·ow]`) from one image's group of channels; padding reads as 0.
-fn im2col(x: &[f32], cols: &mut [f32], g: &Conv2dGeometry, threaded: bool) {
-    let [_, _, h, wd] = g.input;
-    let [_, _, kh, kw] = g.weight;
-    let [oh, ow] = g.output;
-    let ([sh, sw], [dh, dw]) = (g.strides, g.dilations);
-    let (ph, pw) = (g.pads[0].0 as isize, g.pads[1].0 as isize);
-    let fill_row = |(row, out): (usize, &mut [f32])| {
-        let (ch, ky, kx) = (row / (kh * kw), (row / kw) % kh, row % kw);
-        let plane = &x[ch * h * wd..][..h * wd];
-        for oy in 0..oh {
-            let iy = (oy * sh + ky * dh) as isize - ph;
-            let line = &mut out[oy * ow..][..ow];
-            if iy < 0 || iy >= h as isize {
-                line.fill(0.0);
-                continue;
-            }
-            let src = &plane[iy as usize * wd..][..wd];
-            for (ox, o) in line.iter_mut().enumerate() {
-                let ix = (ox * sw + kx * dw) as isize - pw;
-                *o = if ix >= 0 && (ix as usize) < wd { src[ix as usize] } else { 0.0 };
-            }
+/// The im2col matrix (`[cg·kh·kw, oh·ow]`) of one image's group of channels, packed on demand;
+/// padding reads as 0.
+struct Im2col<'a> {
+    x: &'a [f32],
+    g: &'a Conv2dGeometry,
+}
+
+impl PanelSource for Im2col<'_> {
+    fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, out: &mut [f32]) {
+        let g = self.g;
+        let [_, _, h, wd] = g.input;
+        let [_, _, kh, kw] = g.weight;
+        let ow = g.output[1];
+        let ([sh, sw], [dh, dw]) = (g.strides, g.dilations);
+        let (ph, pw) = (g.pads[0].0 as isize, g.pads[1].0 as isize);
+        let padded = nc.div_ceil(NR) * NR;
+        let mut gathered = [0f32; 64];
+        // The block's columns split at output rows: each run reads one input row (per k).
+        let mut runs = Vec::with_capacity(nc / ow + 2);
+        let mut col = n0;
+        while col < n0 + nc {
+            let (oy, ox) = (col / ow, col % ow);
+            let len = (n0 + nc - col).min(ow - ox);
+            runs.push((col - n0, len, (oy * sh) as isize - ph, (ox * sw) as isize - pw));
+            col += len;
         }
-    };
-    if threaded {
-        cols.par_chunks_mut(oh * ow).enumerate().for_each(fill_row);
-    } else {
-        cols.chunks_mut(oh * ow).enumerate().for_each(fill_row);
+        for kk in 0..kc {
+            let row = k0 + kk;
+            let (ch, ky, kx) = (row / (kh * kw), (row / kw) % kh, row % kw);
+            let plane = &self.x[ch * h * wd..][..h * wd];
+            let (dy, dx) = ((ky * dh) as isize, (kx * dw) as isize);
+            for &(j, len, iy0, ix00) in &runs {
+                let iy = iy0 + dy;
+                if iy < 0 || iy >= h as isize {
+                    zero_row(out, kc, kk, j, len);
+                    continue;
+                }
+                let src = &plane[iy as usize * wd..][..wd];
+                let ix0 = ix00 + dx;
+                // Columns t with 0 <= ix0 + t·sw < wd read the input; the rest is padding.
+                let lo = ((-ix0).max(0) as usize).div_ceil(sw).min(len);
+                let hi = ((wd as isize - ix0).max(0) as usize).div_ceil(sw).clamp(lo, len);
+                zero_row(out, kc, kk, j, lo);
+                if sw == 1 {
+                    put_row(out, kc, kk, j + lo, &src[(ix0 + lo as isize) as usize..][..hi - lo]);
+                } else {
+                    for start in (lo..hi).step_by(gathered.len()) {
+                        let end = hi.min(start + gathered.len());
+                        for (t, v) in (start..end).zip(gathered.iter_mut()) {
+                            *v = src[(ix0 + (t * sw) as isize) as usize];
+                        }
+                        put_row(out, kc, kk, j + start, &gathered[..end - start]);
+                    }
+                }
+                zero_row(out, kc, kk, j + hi, len - hi);
+            }
+            zero_row(out, kc, kk, nc, padded - nc);
+        }
     }
 }
 
@@ -155,26 +197,41 @@ mod tests {
         y
     }
 
+    fn geometry(input: [usize; 4], weight: [usize; 4], group: usize, strides: [usize; 2], dilations: [usize; 2], pads: [(usize, usize); 2]) -> Conv2dGeometry {
+        let out = |d: usize| (input[2 + d] + pads[d].0 + pads[d].1 - dilations[d] * (weight[2 + d] - 1) - 1) / strides[d] + 1;
+        Conv2dGeometry { input, weight, group, strides, dilations, pads, output: [out(0), out(1)] }
+    }
+
     #[test]
     fn matches_a_direct_convolution() {
-        // Strides, dilations, asymmetric pads, groups, batch 2, bias.
-        let g = Conv2dGeometry {
-            input: [2, 4, 7, 6],
-            weight: [6, 2, 3, 2],
-            group: 2,
-            strides: [2, 1],
-            dilations: [1, 2],
-            pads: [(1, 2), (0, 1)],
-            output: [(7 + 3 - 3) / 2 + 1, (6 + 1 - 3) + 1],
-        };
-        let x: Vec<f32> = (0..2 * 4 * 7 * 6).map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.25).collect();
-        let w: Vec<f32> = (0..6 * 2 * 3 * 2).map(|i| ((i * 11 % 7) as f32 - 3.0) * 0.5).collect();
-        let b = [0.5, -1.0, 2.0, 0.0, 0.25, -0.75];
-        let got = conv2d(&x, &w, Some(&b), &g);
-        let want = reference(&x, &w, Some(&b), &g);
-        assert_eq!(got.len(), want.len());
-        for (i, (a, e)) in got.iter().zip(&want).enumerate() {
-            assert!((a - e).abs() <= 1e-4 * e.abs().max(1.0), "{i}: {a} vs {e}");
+        let cases = [
+            // Strides, dilations, asymmetric pads, groups, batch 2.
+            geometry([2, 4, 7, 6], [6, 2, 3, 2], 2, [2, 1], [1, 2], [(1, 2), (0, 1)]),
+            // Output rows wider than a panel, stride 1 and 2, padding on both sides.
+            geometry([1, 3, 9, 37], [7, 3, 3, 3], 1, [1, 1], [1, 1], [(1, 1), (1, 1)]),
+            geometry([1, 3, 20, 41], [13, 3, 7, 7], 1, [2, 2], [1, 1], [(3, 3), (3, 3)]),
+            // Pointwise (B is the input itself) and pointwise with stride.
+            geometry([2, 5, 6, 11], [9, 5, 1, 1], 1, [1, 1], [1, 1], [(0, 0); 2]),
+            geometry([1, 5, 6, 11], [9, 5, 1, 1], 1, [2, 2], [1, 1], [(0, 0); 2]),
+            // Padding wider than the kernel reach: whole rows and columns of zeros.
+            geometry([1, 2, 3, 3], [4, 2, 2, 2], 1, [1, 1], [1, 1], [(3, 2), (2, 3)]),
+            // Enough work to run threaded.
+            geometry([1, 16, 30, 30], [40, 16, 3, 3], 1, [1, 1], [1, 1], [(1, 1), (1, 1)]),
+        ];
+        for g in &cases {
+            let [n, c, h, wd] = g.input;
+            let [m, cg, kh, kw] = g.weight;
+            let x: Vec<f32> = (0..n * c * h * wd).map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.25).collect();
+            let w: Vec<f32> = (0..m * cg * kh * kw).map(|i| ((i * 11 % 7) as f32 - 3.0) * 0.5).collect();
+            let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.25 - 1.0).collect();
+            for bias in [None, Some(&b[..])] {
+                let got = conv2d(&x, &pack_weights(&w, g), bias, g);
+                let want = reference(&x, &w, bias, g);
+                assert_eq!(got.len(), want.len());
+                for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                    assert!((a - e).abs() <= 1e-4 * e.abs().max(1.0), "{:?} {:?} {i}: {a} vs {e}", g.input, g.weight);
+                }
+            }
         }
     }
 }

@@ -32,6 +32,7 @@ mod quantized;
 mod resize;
 mod rms_norm;
 mod rotary_embedding;
+mod sgemm;
 mod softmax;
 mod util;
 

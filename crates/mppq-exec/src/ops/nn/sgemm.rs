@@ -1,0 +1,377 @@
+//! Single-precision matrix product `C = A·B (+ bias per row)` for the CPU convolution, where A
+//! (the weights) is packed once and B (the im2col columns) is packed panel by panel straight
+//! from the input, never materialised whole.
+//!
+//! The shape is the classic one of BLIS/MLAS: a 6×16 register tile (twelve 8-lane accumulators
+//! with AVX2+FMA, chosen at run time; a portable kernel elsewhere), A in panels of 6 rows, B in
+//! panels of 16 columns, K blocked by [`KC`] so a B panel stays in L1 while the kernel walks an
+//! [`MC`]-row block of A held in L2. Work is split over threads by columns (or by rows when there
+//! are few columns), each thread packing its own B.
+
+use rayon::prelude::*;
+
+/// Rows of the register tile (A panel height).
+pub const MR: usize = 6;
+/// Columns of the register tile (B panel width).
+pub const NR: usize = 16;
+/// K block: one B panel is `KC × NR` floats = 16 KiB, half of L1.
+const KC: usize = 256;
+/// Rows of A walked per B panel: `MC × KC` floats = 144 KiB, inside L2 with a B block.
+const MC: usize = 144;
+/// Columns of B packed at a time: `KC × NC` floats = 256 KiB, so the packed block is still in
+/// L2 when the kernel reads it (packing all columns of a 112×112 image at once spilled to
+/// memory and halved the speed of ResNet-18's first layers).
+const NC: usize = 256;
+/// Below this many multiply-adds a product runs on the calling thread (thread start-up costs
+/// more than it saves; measured on tiny_cnn's 32×32 convolutions).
+const THREADED_MACS: usize = 1 << 21;
+
+/// A row-major `m × k` matrix packed in panels of [`MR`] rows: `[panel][k][MR]`, zero-padded.
+pub struct PackedA {
+    m: usize,
+    k: usize,
+    data: Vec<f32>,
+}
+
+impl PackedA {
+    /// Packs the row-major `m × k` matrix `a` (`a.len() == m * k`).
+    pub fn pack(a: &[f32], m: usize, k: usize) -> Self {
+        let panels = m.div_ceil(MR);
+        let mut data = vec![0f32; panels * k * MR];
+        data.par_chunks_mut(k * MR).enumerate().for_each(|(p, panel)| {
+            for r in 0..MR.min(m - p * MR) {
+                let row = &a[(p * MR + r) * k..][..k];
+                for (kk, &v) in row.iter().enumerate() {
+                    panel[kk * MR + r] = v;
+                }
+            }
+        });
+        Self { m, k, data }
+    }
+}
+
+/// Where the columns of B come from: fills `out` (`[ceil(nc/NR)][kc][NR]`, zero beyond `nc`)
+/// with rows `k0..k0+kc` and columns `n0..n0+nc` of B.
+pub trait PanelSource: Sync {
+    fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, out: &mut [f32]);
+}
+
+/// `c` (row-major `m × n`, row stride `n`) = `a · B + bias[row]`, B `k × n` read from `b`.
+pub fn gemm(a: &PackedA, b: &impl PanelSource, n: usize, bias: Option<&[f32]>, c: &mut [f32]) {
+    let (m, k) = (a.m, a.k);
+    debug_assert!(c.len() >= m * n && bias.is_none_or(|b| b.len() >= m));
+    let threads = rayon::current_num_threads();
+    let col_panels = n.div_ceil(NR);
+    let row_panels = m.div_ceil(MR);
+    // Tasks: a grid of (row range, column range), one per thread or a few more.
+    let (row_tasks, col_tasks) = if m * n * k < THREADED_MACS || threads == 1 {
+        (1, 1)
+    } else if col_panels >= 4 * threads {
+        (1, (2 * threads).min(col_panels))
+    } else {
+        (threads.min(row_panels), 1)
+    };
+    let rows_per = row_panels.div_ceil(row_tasks) * MR;
+    let cols_per = col_panels.div_ceil(col_tasks) * NR;
+    let out = SharedOut(c.as_mut_ptr());
+    let task = |t: usize| {
+        let (rt, ct) = (t / col_tasks, t % col_tasks);
+        let (m0, n0) = (rt * rows_per, ct * cols_per);
+        if m0 >= m || n0 >= n {
+            return;
+        }
+        // SAFETY: tasks cover disjoint (row range × column range) blocks of `c`, which is at
+        // least m×n with row stride n; each task writes only inside its block.
+        unsafe { block(a, b, n, bias, &out, m0..m.min(m0 + rows_per), n0..n.min(n0 + cols_per)) };
+    };
+    if row_tasks * col_tasks == 1 {
+        task(0);
+    } else {
+        (0..row_tasks * col_tasks).into_par_iter().for_each(task);
+    }
+}
+
+/// The output pointer shared by tasks that write disjoint blocks.
+struct SharedOut(*mut f32);
+// SAFETY: tasks write disjoint parts of the buffer (see `gemm`).
+unsafe impl Sync for SharedOut {}
+
+/// One task: rows `rows` (starting on a panel boundary) × columns `cols` of C.
+///
+/// # Safety
+/// `out` must point at a row-major buffer of at least `a.m × n` floats that nobody else reads or
+/// writes inside this block.
+unsafe fn block(a: &PackedA, b: &impl PanelSource, n: usize, bias: Option<&[f32]>, out: &SharedOut, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) {
+    let k = a.k;
+    let mut bbuf = vec![0f32; NC.min(cols.len()).div_ceil(NR) * KC.min(k) * NR];
+    let kernel = Kernel::detect();
+    for nc0 in cols.clone().step_by(NC) {
+        let nc = NC.min(cols.end - nc0);
+        let panels = nc.div_ceil(NR);
+        for k0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - k0);
+            let bpack = &mut bbuf[..panels * kc * NR];
+            b.pack(k0, kc, nc0, nc, bpack);
+            for mc0 in rows.clone().step_by(MC) {
+                let mc1 = rows.end.min(mc0 + MC);
+                for r in (mc0..mc1).step_by(MR) {
+                    let height = MR.min(mc1 - r);
+                    let ap = &a.data[(r / MR) * k * MR + k0 * MR..][..kc * MR];
+                    let bias_rows = bias.map(|bv| &bv[r..r + height]);
+                    for (p, bp) in bpack.chunks_exact(kc * NR).enumerate() {
+                        let col = nc0 + p * NR;
+                        let width = NR.min(nc0 + nc - col);
+                        // SAFETY: the tile (r..r+height, col..col+width) lies inside this block.
+                        unsafe { kernel.run(kc, ap, bp, out.0.add(r * n + col), n, height, width, k0 == 0, bias_rows) };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The register-tile kernel chosen for this CPU.
+#[derive(Clone, Copy)]
+enum Kernel {
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+    Portable,
+}
+
+impl Kernel {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Kernel::Avx2Fma;
+        }
+        Kernel::Portable
+    }
+
+    /// Computes the `height × width` tile at `c` (row stride `ldc`): `c = acc + bias` when
+    /// `first`, else `c += acc`, where `acc = a_panel · b_panel` over `kc`.
+    ///
+    /// # Safety
+    /// `c` must be valid for the tile; `a` holds `kc × MR`, `b` holds `kc × NR` floats.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run(self, kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize, height: usize, width: usize, first: bool, bias: Option<&[f32]>) {
+        #[cfg(target_arch = "x86_64")]
+        if let Kernel::Avx2Fma = self
+            && height == MR
+            && width == NR
+        {
+            // SAFETY: AVX2+FMA detected; a full tile of C at `c` with row stride `ldc`.
+            return unsafe { avx2::full_tile(kc, a, b, c, ldc, first, bias) };
+        }
+        let mut tile = [[0f32; NR]; MR];
+        match self {
+            // SAFETY: the CPU has AVX2 and FMA (detected); `a`/`b` lengths are checked there.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2Fma => unsafe { avx2::tile(kc, a, b, width, &mut tile) },
+            Kernel::Portable => portable_tile(kc, a, b, &mut tile),
+        }
+        for (r, acc) in tile.iter().enumerate().take(height) {
+            // SAFETY: row r < height and columns < width lie inside the caller's tile.
+            let row = unsafe { std::slice::from_raw_parts_mut(c.add(r * ldc), width) };
+            if first {
+                let b = bias.map_or(0.0, |bv| bv[r]);
+                row.iter_mut().zip(acc).for_each(|(o, v)| *o = v + b);
+            } else {
+                row.iter_mut().zip(acc).for_each(|(o, v)| *o += v);
+            }
+        }
+    }
+}
+
+/// The tile product in plain Rust (the compiler vectorises the 16-wide rows).
+fn portable_tile(kc: usize, a: &[f32], b: &[f32], tile: &mut [[f32; NR]; MR]) {
+    for (av, bv) in a.chunks_exact(MR).zip(b.chunks_exact(NR)).take(kc) {
+        for (row, &x) in tile.iter_mut().zip(av) {
+            row.iter_mut().zip(bv).for_each(|(o, &y)| *o += x * y);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{MR, NR};
+    use std::arch::x86_64::*;
+
+    /// `H` 8-lane accumulators per row (H = 2: the full 16 columns; H = 1: a panel with at
+    /// most 8 useful columns, at half the work), one B load per half and one broadcast per row
+    /// and k.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn accumulate<const H: usize>(kc: usize, a: &[f32], b: &[f32]) -> [[__m256; H]; MR] {
+        assert!(a.len() >= kc * MR && b.len() >= kc * NR);
+        let (mut a_ptr, mut b_ptr) = (a.as_ptr(), b.as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); H]; MR];
+        for _ in 0..kc {
+            // SAFETY: kc steps of MR (a) and NR (b) floats stay inside the slices (asserted).
+            unsafe {
+                let mut bv = [_mm256_setzero_ps(); H];
+                for (h, v) in bv.iter_mut().enumerate() {
+                    *v = _mm256_loadu_ps(b_ptr.add(8 * h));
+                }
+                for (r, row) in acc.iter_mut().enumerate() {
+                    let x = _mm256_broadcast_ss(&*a_ptr.add(r));
+                    for (h, v) in row.iter_mut().enumerate() {
+                        *v = _mm256_fmadd_ps(x, bv[h], *v);
+                    }
+                }
+                a_ptr = a_ptr.add(MR);
+                b_ptr = b_ptr.add(NR);
+            }
+        }
+        acc
+    }
+
+    /// The product into a scratch tile (edge tiles).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn tile(kc: usize, a: &[f32], b: &[f32], width: usize, tile: &mut [[f32; NR]; MR]) {
+        // SAFETY: the caller guarantees AVX2+FMA; each row holds 16 floats (8 per store).
+        unsafe {
+            if width <= 8 {
+                let acc = accumulate::<1>(kc, a, b);
+                for (row, v) in tile.iter_mut().zip(acc) {
+                    _mm256_storeu_ps(row.as_mut_ptr(), v[0]);
+                }
+            } else {
+                let acc = accumulate::<2>(kc, a, b);
+                for (row, v) in tile.iter_mut().zip(acc) {
+                    _mm256_storeu_ps(row.as_mut_ptr(), v[0]);
+                    _mm256_storeu_ps(row.as_mut_ptr().add(8), v[1]);
+                }
+            }
+        }
+    }
+
+    /// The product straight into a full 6×16 tile of C: `c = acc + bias` when `first`, else
+    /// `c += acc`, without a scratch round trip.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `c` must be valid for 6 rows of 16 floats, `ldc` apart.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn full_tile(kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize, first: bool, bias: Option<&[f32]>) {
+        // SAFETY: the caller guarantees AVX2+FMA and the tile's extent.
+        unsafe {
+            let acc = accumulate::<2>(kc, a, b);
+            for (r, acc) in acc.iter().enumerate() {
+                let row = c.add(r * ldc);
+                let (lo, hi) = if first {
+                    let v = _mm256_set1_ps(bias.map_or(0.0, |bv| bv[r]));
+                    (v, v)
+                } else {
+                    (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8)))
+                };
+                _mm256_storeu_ps(row, _mm256_add_ps(lo, acc[0]));
+                _mm256_storeu_ps(row.add(8), _mm256_add_ps(hi, acc[1]));
+            }
+        }
+    }
+}
+
+/// Writes the values of B's row `kk` (of the block being packed) for the block's columns
+/// `j..j + values.len()` into their panels (`out` laid out `[panel][kc][NR]`).
+///
+/// Sources are walked row by row (contiguous reads) and scattered into panels in pieces of at
+/// most [`NR`]: reading 16 columns of each of K rows in turn was a stride of a whole row per
+/// read and made packing as slow as the arithmetic on ResNet-18's first layer.
+#[inline]
+pub fn put_row(out: &mut [f32], kc: usize, kk: usize, mut j: usize, mut values: &[f32]) {
+    while !values.is_empty() {
+        let (panel, lane) = (j / NR, j % NR);
+        let seg = (NR - lane).min(values.len());
+        out[(panel * kc + kk) * NR + lane..][..seg].copy_from_slice(&values[..seg]);
+        values = &values[seg..];
+        j += seg;
+    }
+}
+
+/// Zeros B's row `kk` for the block's columns `j..j + len` (padding).
+#[inline]
+pub fn zero_row(out: &mut [f32], kc: usize, kk: usize, mut j: usize, mut len: usize) {
+    while len > 0 {
+        let (panel, lane) = (j / NR, j % NR);
+        let seg = (NR - lane).min(len);
+        out[(panel * kc + kk) * NR + lane..][..seg].fill(0.0);
+        len -= seg;
+        j += seg;
+    }
+}
+
+/// B given as a plain row-major `k × n` matrix (1×1 convolutions, tests).
+pub struct DenseB<'a> {
+    pub data: &'a [f32],
+    pub n: usize,
+}
+
+impl PanelSource for DenseB<'_> {
+    fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, out: &mut [f32]) {
+        let padded = nc.div_ceil(NR) * NR;
+        for kk in 0..kc {
+            put_row(out, kc, kk, 0, &self.data[(k0 + kk) * self.n + n0..][..nc]);
+            zero_row(out, kc, kk, nc, padded - nc);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(m: usize, n: usize, k: usize, with_bias: bool) {
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) * 0.125).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) * 0.25).collect();
+        let bias: Vec<f32> = (0..m).map(|i| i as f32 * 0.5 - 1.0).collect();
+        let mut c = vec![f32::NAN; m * n];
+        gemm(&PackedA::pack(&a, m, k), &DenseB { data: &b, n }, n, with_bias.then_some(&bias[..]), &mut c);
+        for i in 0..m {
+            for j in 0..n {
+                let mut want = if with_bias { bias[i] } else { 0.0 };
+                for l in 0..k {
+                    want += a[i * k + l] * b[l * n + j];
+                }
+                let got = c[i * n + j];
+                assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{m}x{n}x{k} [{i},{j}]: {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn products_of_every_edge_shape() {
+        for &(m, n, k) in &[(1, 1, 1), (6, 16, 3), (7, 17, 5), (5, 3, 300), (13, 40, 257), (64, 49, 520)] {
+            check(m, n, k, false);
+            check(m, n, k, true);
+        }
+    }
+
+    #[test]
+    fn threaded_split_by_rows_and_by_columns() {
+        check(130, 33, 600, true); // few columns: split by rows
+        check(20, 700, 300, true); // many columns: split by columns
+    }
+
+    #[test]
+    fn portable_kernel_matches_the_detected_one() {
+        let (kc, a, b): (usize, Vec<f32>, Vec<f32>) = (9, (0..54).map(|i| i as f32 * 0.1).collect(), (0..144).map(|i| 1.0 - i as f32 * 0.01).collect());
+        let (mut x, mut y) = ([[0f32; NR]; MR], [[0f32; NR]; MR]);
+        portable_tile(kc, &a, &b, &mut x);
+        let mut c = [0f32; MR * NR];
+        // SAFETY: c is a full 6×16 tile with row stride 16.
+        unsafe { Kernel::detect().run(kc, &a, &b, c.as_mut_ptr(), NR, MR, NR, true, None) };
+        for r in 0..MR {
+            y[r].copy_from_slice(&c[r * NR..][..NR]);
+        }
+        for (rx, ry) in x.iter().zip(&y) {
+            for (p, q) in rx.iter().zip(ry) {
+                assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+            }
+        }
+    }
+}

@@ -63,26 +63,28 @@ pub fn gemm(a: &PackedA, b: &impl PanelSource, n: usize, bias: Option<&[f32]>, c
     let threads = rayon::current_num_threads();
     let col_panels = n.div_ceil(NR);
     let row_panels = m.div_ceil(MR);
-    // Tasks: a grid of (row range, column range), one per thread or a few more.
+    // Tasks: a grid of (row range × column range), about four per thread so that uneven tasks
+    // (edge panels, a busy core) still balance. Columns are split first: a column task packs
+    // its own columns of B once, while row tasks sharing columns each pack them again.
     let (row_tasks, col_tasks) = if m * n * k < THREADED_MACS || threads == 1 {
         (1, 1)
-    } else if col_panels >= 4 * threads {
-        (1, (2 * threads).min(col_panels))
     } else {
-        (threads.min(row_panels), 1)
+        let target = 4 * threads;
+        let col_tasks = col_panels.min(target);
+        (row_panels.min(target.div_ceil(col_tasks)), col_tasks)
     };
-    let rows_per = row_panels.div_ceil(row_tasks) * MR;
-    let cols_per = col_panels.div_ceil(col_tasks) * NR;
+    // Task i of `parts` over `panels` panels of `size`: an even share, clamped to `len`.
+    let share = |i: usize, parts: usize, panels: usize, size: usize, len: usize| (i * panels / parts * size).min(len)..((i + 1) * panels / parts * size).min(len);
     let out = SharedOut(c.as_mut_ptr());
     let task = |t: usize| {
-        let (rt, ct) = (t / col_tasks, t % col_tasks);
-        let (m0, n0) = (rt * rows_per, ct * cols_per);
-        if m0 >= m || n0 >= n {
+        let rows = share(t / col_tasks, row_tasks, row_panels, MR, m);
+        let cols = share(t % col_tasks, col_tasks, col_panels, NR, n);
+        if rows.is_empty() || cols.is_empty() {
             return;
         }
         // SAFETY: tasks cover disjoint (row range × column range) blocks of `c`, which is at
         // least m×n with row stride n; each task writes only inside its block.
-        unsafe { block(a, b, n, bias, &out, m0..m.min(m0 + rows_per), n0..n.min(n0 + cols_per)) };
+        unsafe { block(a, b, n, bias, &out, rows, cols) };
     };
     if row_tasks * col_tasks == 1 {
         task(0);

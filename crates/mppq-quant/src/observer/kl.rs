@@ -16,6 +16,18 @@
 //! (outliers below `a` go to P's first bin). When the histogram has fewer bins than quant
 //! levels (16-bit), KL is meaningless and the full observed range is used.
 //!
+//! The bin holding 0 is left out of P and Q (as `skip_zeros` in NVIDIA's calibrator): zero is
+//! exactly representable, so its mass carries no quantization error, and after a ReLU it is half
+//! of all values — kept in, merging it with its neighbours into one level cost more than any
+//! clipping, and the search chose ranges 2–6× too narrow (tiny_cnn: 2.9 dB against minmax's
+//! 35 dB).
+//!
+//! Sparse histograms are coarsened first: adjacent bins are merged (by powers of two) until
+//! there are at least [`SAMPLES_PER_BIN`] samples per bin. With ~1 sample per bin (a global
+//! average pool over a small calibration set) every candidate looked alike but for its clipped
+//! tail, and KL clipped the pool's output 6× (tiny_cnn's logits fell to 2.9 dB); with fewer
+//! merged bins than quant levels the full observed range is used.
+//!
 //! Symmetric configs with `quant_min >= 0` (unsigned symmetric) are not supported.
 
 use super::range::params_for;
@@ -23,6 +35,9 @@ use super::two_pass::{Collector, HistMode, HistogramRule};
 use super::{ObserverOptions, check_bins};
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::TensorQuantConfig;
+
+/// Average samples per histogram bin below which bins are merged (see the module notes).
+const SAMPLES_PER_BIN: u64 = 16;
 
 #[derive(Clone, Debug)]
 pub struct KlObserver {
@@ -46,15 +61,16 @@ impl KlObserver {
         Ok(hists
             .iter()
             .map(|h| {
-                let c = h.counts();
+                let (c, f) = coarsened(h.counts(), h.total());
                 match self.collector.mode {
                     HistMode::Abs => {
-                        let t = h.edge(best_symmetric(c, levels_sym, &mut scratch));
+                        let t = h.edge((best_symmetric(&without_bin(&c, 0), levels_sym, &mut scratch) * f).min(h.counts().len()));
                         (-t, t)
                     }
                     HistMode::Signed => {
-                        let (a, b) = best_window(c, h.bin_of(0.0), levels_asym, &mut scratch);
-                        (h.edge(a), h.edge(b))
+                        let zero = h.bin_of(0.0) / f;
+                        let (a, b) = best_window(&without_bin(&c, zero), zero, levels_asym, &mut scratch);
+                        (h.edge(a * f), h.edge((b * f).min(h.counts().len())))
                     }
                 }
             })
@@ -79,6 +95,25 @@ fn mode_for(config: &TensorQuantConfig, variable: &str) -> Result<HistMode> {
     } else {
         Ok(HistMode::Signed)
     }
+}
+
+/// `hist` with runs of `f` adjacent bins merged, `f` the smallest power of two that leaves at
+/// least [`SAMPLES_PER_BIN`] samples per bin on average (or one bin); returns it with `f`.
+fn coarsened(hist: &[u64], total: u64) -> (Vec<u64>, usize) {
+    let mut f = 1usize;
+    while f < hist.len() && (hist.len() / f) as u64 * SAMPLES_PER_BIN > total {
+        f *= 2;
+    }
+    (hist.chunks(f).map(|run| run.iter().sum()).collect(), f)
+}
+
+/// The histogram with bin `zero` emptied (see the module notes).
+fn without_bin(hist: &[u64], zero: usize) -> Vec<u64> {
+    let mut h = hist.to_vec();
+    if let Some(c) = h.get_mut(zero) {
+        *c = 0;
+    }
+    h
 }
 
 /// Reusable buffers for the divergence computation.

@@ -64,8 +64,8 @@ impl FakeQuantizer for BurnFakeQuant {
     fn fake_quant(&self, value: Value, config: &TensorQuantConfig) -> Result<Value> {
         match value {
             Value::Tensor(t) if t.kind() == Kind::Float => Ok(Value::Tensor(fake_quant_tensor(t, config)?)),
-            // Integer / bool tensors (shapes, indices: SOI values), sequences and optionals
-            // are never quantized.
+            // Integer / bool tensors (shapes, indices: SOI values), low-precision tensors
+            // (already quantized), sequences and optionals are never quantized.
             other => Ok(other),
         }
     }
@@ -245,7 +245,8 @@ pub fn fake_quant_tensor(t: Tensor, config: &TensorQuantConfig) -> Result<Tensor
 
 /// [`fake_quant_tensor`] with a chosen implementation.
 pub fn fake_quant_with(t: Tensor, config: &TensorQuantConfig, path: KernelPath) -> Result<Tensor> {
-    if t.kind() != Kind::Float {
+    // Integers, and FP8/FP4 tensors (their F32 stand-ins hold values that are quantized already).
+    if t.kind() != Kind::Float || t.stand_in_for().is_some_and(crate::tensor::is_low_precision) {
         return Ok(t);
     }
     let shape = t.shape();

@@ -306,14 +306,18 @@ pub fn sub_byte_int(dtype: DataType) -> Option<(u32, bool)> {
 
 /// `v` brought into a `bits`-wide integer type by two's complement wrap (discarding the higher
 /// bits, as ONNX's Cast between fixed-point types does); signed types are sign-extended.
+/// `bits` is taken in `1..=32`.
 pub fn wrap_int(v: i64, bits: u32, signed: bool) -> i64 {
+    let bits = bits.clamp(1, 32);
     let mask = (1i64 << bits) - 1;
     let low = v & mask;
     if signed && low >> (bits - 1) == 1 { low - (1i64 << bits) } else { low }
 }
 
-/// Packs integers of a sub-byte type (wrapped into its width), low bits first.
+/// Packs integers of a sub-byte type (wrapped into its width), low bits first. `bits` is taken
+/// in `1..=8`.
 pub fn pack_sub_byte(bits: u32, values: &[i64]) -> Vec<u8> {
+    let bits = bits.clamp(1, 8);
     let per_byte = (8 / bits) as usize;
     let mask = (1i64 << bits) - 1;
     values

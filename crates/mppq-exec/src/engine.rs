@@ -6,7 +6,7 @@ use crate::device::Device;
 use crate::error::{ExecError, Result};
 use crate::hooks::{ExecHook, OpInfo};
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, is_low_precision};
 use crate::value::Value;
 use mppq_ir::{Graph, OpId, VarId};
 use std::collections::{HashMap, HashSet};
@@ -219,6 +219,15 @@ impl Executor {
                     }
                 };
                 inputs.push(v);
+            }
+            if !step.kernel.handles_low_precision()
+                && let Some(dt) = inputs.iter().flatten().filter_map(Value::as_tensor).find_map(|t| t.stand_in_for().filter(|d| is_low_precision(*d)))
+            {
+                return Err(ExecError::NotImplemented {
+                    node: step.name.clone(),
+                    op_type: step.op_type.clone(),
+                    feature: format!("{dt} inputs (low-precision tensors go only to casts, Q/DQ and data movement)"),
+                });
             }
             let info = OpInfo { id: step.op, name: &step.name, op_type: &step.op_type };
             for h in hooks.iter_mut() {

@@ -43,6 +43,7 @@ use burn::backend::ops::{BoolTensorOps, FloatTensorOps};
 use burn::backend::{BackendTensor, Dispatch, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind, TensorMetadata};
 use burn::tensor::{DType, FloatDType, Scalar, Shape};
 use mppq_ir::IrError;
+use mppq_ir::lowp::{MiniFloat, round_to_precision};
 use mppq_ir::quant::{QuantizationProperty, RoundingPolicy, TensorQuantConfig};
 
 /// `1.5 · 2²³`: adding and subtracting it rounds an f32 of magnitude ≤ 2²² to an integer,
@@ -50,8 +51,6 @@ use mppq_ir::quant::{QuantizationProperty, RoundingPolicy, TensorQuantConfig};
 const MAGIC_F32: f32 = 12_582_912.0;
 /// Largest magnitude for which the f32 magic round is exact.
 const MAGIC_LIMIT: f64 = 4_194_304.0;
-/// `1.5 · 2⁵²`, the same trick in f64 (valid for magnitudes ≤ 2⁵¹).
-const MAGIC_F64: f64 = 6_755_399_441_055_744.0;
 
 /// Fake quantization with the kernels of this module: linear or floating by the config's
 /// policy. `QuantSimulation::new(&graph, BurnFakeQuant)` simulates a quantized graph.
@@ -65,8 +64,8 @@ impl FakeQuantizer for BurnFakeQuant {
     fn fake_quant(&self, value: Value, config: &TensorQuantConfig) -> Result<Value> {
         match value {
             Value::Tensor(t) if t.kind() == Kind::Float => Ok(Value::Tensor(fake_quant_tensor(t, config)?)),
-            // Integer / bool tensors (shapes, indices: SOI values), sequences and optionals
-            // are never quantized.
+            // Integer / bool tensors (shapes, indices: SOI values), low-precision tensors
+            // (already quantized), sequences and optionals are never quantized.
             other => Ok(other),
         }
     }
@@ -95,9 +94,9 @@ pub struct FloatFormat {
 
 impl FloatFormat {
     /// E4M3FN: max 448, no infinities, NaN only at S.1111.111.
-    pub const E4M3: FloatFormat = FloatFormat { exponent_bits: 4, mantissa_bits: 3, max: 448.0, has_inf: false };
+    pub const E4M3: FloatFormat = FloatFormat { exponent_bits: 4, mantissa_bits: 3, max: MiniFloat::E4M3FN.max, has_inf: false };
     /// E5M2: IEEE-style, max 57344, with infinities.
-    pub const E5M2: FloatFormat = FloatFormat { exponent_bits: 5, mantissa_bits: 2, max: 57344.0, has_inf: true };
+    pub const E5M2: FloatFormat = FloatFormat { exponent_bits: 5, mantissa_bits: 2, max: MiniFloat::E5M2.max, has_inf: true };
 
     /// The format for `(exponent_bits, mantissa_bits)`: E4M3 is the FN variant (the one FP8
     /// hardware and ONNX use), every other pair is IEEE-style (top exponent reserved for ∞/NaN).
@@ -134,6 +133,7 @@ impl FloatFormat {
     }
 
     /// Rounds `v` to this format (nearest, ties to even; finite overflow saturates to ±max).
+    /// The rounding is [`mppq_ir::lowp::round_to_precision`], the one the ONNX FP8 casts use.
     pub fn round(&self, v: f32) -> f32 {
         if v.is_nan() {
             return v;
@@ -141,12 +141,7 @@ impl FloatFormat {
         if v.is_infinite() {
             return if self.has_inf { v } else { self.max.copysign(v) };
         }
-        let m = self.mantissa_bits as i32;
-        let a = f64::from(v.abs());
-        let e = ((((a.to_bits() >> 52) & 0x7ff) as i32) - 1023).max(self.min_exponent());
-        // a · 2^(m−e) < 2^(m+1) ≤ 2^24: the f64 magic round is exact; the scalings are powers
-        // of two inside f64's normal range, so exact too.
-        let r = ((a * pow2(m - e) + MAGIC_F64) - MAGIC_F64) * pow2(e - m);
+        let r = round_to_precision(f64::from(v.abs()), self.mantissa_bits, self.min_exponent());
         let r = r.min(f64::from(self.max)) as f32;
         r.copysign(v)
     }
@@ -250,7 +245,8 @@ pub fn fake_quant_tensor(t: Tensor, config: &TensorQuantConfig) -> Result<Tensor
 
 /// [`fake_quant_tensor`] with a chosen implementation.
 pub fn fake_quant_with(t: Tensor, config: &TensorQuantConfig, path: KernelPath) -> Result<Tensor> {
-    if t.kind() != Kind::Float {
+    // Integers, and FP8/FP4 tensors (their F32 stand-ins hold values that are quantized already).
+    if t.kind() != Kind::Float || t.stand_in_for().is_some_and(crate::tensor::is_low_precision) {
         return Ok(t);
     }
     let shape = t.shape();

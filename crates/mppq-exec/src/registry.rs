@@ -14,6 +14,16 @@ pub trait Kernel: Send + Sync {
     /// Computes the outputs from the inputs (omitted optional inputs are `None`). Returns one
     /// entry per output slot of the node.
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>>;
+
+    /// Whether this kernel takes tensors of the low-precision types (FP8, FP4, E8M0, 4/2-bit
+    /// ints), which are held as F32/I32 stand-ins ([`crate::tensor`]). Say yes only for a kernel
+    /// that converts them on purpose (Cast, QuantizeLinear/DequantizeLinear) or moves them
+    /// without computing on their values (Identity, Reshape, Transpose, Shape): the engine
+    /// refuses such inputs to every other kernel with [`ExecError::NotImplemented`], so that no
+    /// arithmetic silently runs in the stand-in's type.
+    fn handles_low_precision(&self) -> bool {
+        false
+    }
 }
 
 /// What a kernel builder sees: the node, the opset it is read under, the device and the

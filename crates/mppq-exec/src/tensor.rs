@@ -7,7 +7,15 @@
 //! 8/16-bit ints, no BF16, bools stored as u32) get a *stand-in*: the physical Burn tensor has
 //! shape `[1]` and/or a wider element type, and the tensor remembers what it stands for, so
 //! shapes and types reported to the graph, and values read back, are the ONNX ones. On the CPU
-//! (`flex`) every tensor is held as is and no stand-in is ever made.
+//! (`flex`) every tensor Burn has a type for is held as is.
+//!
+//! The low-precision types (FP8 E4M3FN/E4M3FNUZ/E5M2/E5M2FNUZ, E8M0, FP4 E2M1, INT4/UINT4,
+//! INT2/UINT2), which no Burn backend holds, are stand-ins on every device: the float ones in
+//! F32 holding exactly the values of the type, the integers in I32 holding the sign-extended
+//! values. Uploads decode the codes, downloads encode them back (exactly), [`Tensor::cast`]
+//! rounds into them as ONNX's Cast does ([`CastOptions`]: `saturate`, E8M0 `round_mode`). Only
+//! kernels that say so ([`crate::Kernel::handles_low_precision`]: the casts, Q/DQ, data
+//! movement) are given such tensors; the engine refuses them to every other one.
 
 use crate::device::{self, Device};
 use crate::error::{ExecError, Result};
@@ -15,6 +23,7 @@ use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn::backend::{Dispatch, DispatchTensor, TensorMetadata};
 use burn::tensor::{Bool, BoolDType, DType, FloatDType, Int, IntDType, Scalar, Shape, Slice};
+use mppq_ir::lowp::{self, E8M0Rounding, MiniFloat};
 use mppq_ir::{DataType, TensorData};
 
 /// Which family of Burn operations a tensor uses.
@@ -94,12 +103,36 @@ pub fn bool_for(t: &DispatchTensor) -> BoolDType {
     device::bool_dtype(&t.device())
 }
 
-/// The type a device that lacks `dt` computes it in: I32 for 8/16-bit ints, F32 for BF16.
+/// The type a device that lacks `dt` computes it in: I32 for 8/16-bit ints, F32 for BF16; on
+/// every device, F32 for the FP8/FP4/E8M0 types and I32 for the 4/2-bit ints.
 fn stand_in_dtype(dt: DataType) -> Option<DType> {
     match dt {
         DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16 => Some(DType::I32),
         DataType::BFloat16 => Some(DType::F32),
+        d if lowp::is_low_precision(d) => Some(if d.is_float() { DType::F32 } else { DType::I32 }),
         _ => None,
+    }
+}
+
+/// Whether `dt` is a low-precision type (FP8, FP4, E8M0, 4/2-bit int), held by stand-in on
+/// every device.
+pub fn is_low_precision(dt: DataType) -> bool {
+    lowp::is_low_precision(dt)
+}
+
+/// How [`Tensor::cast_with`] rounds into the FP8 and E8M0 types (ONNX Cast's attributes);
+/// other targets ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CastOptions {
+    /// Out-of-range values become ±max (`true`, ONNX's default) or ±∞/NaN per format.
+    pub saturate: bool,
+    /// E8M0 rounding (`round_mode`, opset 24+; `up` by default).
+    pub e8m0: E8M0Rounding,
+}
+
+impl Default for CastOptions {
+    fn default() -> Self {
+        Self { saturate: true, e8m0: E8M0Rounding::Up }
     }
 }
 
@@ -178,16 +211,29 @@ impl Tensor {
         kind_of(self.inner.dtype())
     }
 
-    /// Uploads an IR tensor. Types Burn cannot hold (strings, 4-bit, FP8) are errors; types the
-    /// device lacks are held in a stand-in type, scalars as `[1]` where rank 0 is not allowed.
+    /// Uploads an IR tensor. Strings and complex numbers are errors; low-precision types
+    /// (FP8, FP4, E8M0, 4/2-bit ints) and types the device lacks are held in a stand-in type,
+    /// scalars as `[1]` where rank 0 is not allowed.
     pub fn from_data(data: &TensorData, device: &Device) -> Result<Self> {
         let cannot = |message: String| ExecError::Input { name: String::new(), message };
-        let dtype = burn_dtype(data.dtype()).ok_or_else(|| cannot(format!("{} tensors cannot be computed with", data.dtype())))?;
         let cpu = device.is_cpu();
         let scalar = !cpu && data.shape().is_empty();
         let shape = Shape::from(if scalar { vec![1] } else { data.shape().to_vec() });
         let dev = device.dispatch();
         let mut logical = Logical { scalar, dtype: None, decided: true };
+        if is_low_precision(data.dtype()) {
+            logical.dtype = Some(data.dtype());
+            let inner = if data.dtype().is_float() {
+                let values = data.to_f32_vec().map_err(|e| cannot(e.to_string()))?;
+                Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), dev)
+            } else {
+                let values = data.to_i64_vec().map_err(|e| cannot(e.to_string()))?;
+                let values: Vec<i32> = values.into_iter().map(|v| v as i32).collect();
+                Dispatch::int_from_data(burn::tensor::TensorData::new(values, shape), dev)
+            };
+            return Ok(Self { inner, logical });
+        }
+        let dtype = burn_dtype(data.dtype()).ok_or_else(|| cannot(format!("{} tensors cannot be computed with", data.dtype())))?;
         let inner = match data.dtype() {
             DataType::Bool => {
                 let bytes = data.packed().unwrap_or_default().to_vec();
@@ -276,12 +322,14 @@ impl Tensor {
     }
 
     /// Downloads the values in the ONNX type: a stand-in's values wrap (8/16-bit ints) or round
-    /// (BF16) to the type it stands for.
+    /// (BF16) to the type it stands for. Low-precision stand-ins already hold exactly their
+    /// type's values (in F32 or I32), which is what this gives for them.
     fn to_onnx_burn_data(&self) -> burn::tensor::TensorData {
         let data = self.to_burn_data();
         let Some(dt) = self.logical.dtype else { return data };
         let shape = data.shape().clone();
         match dt {
+            d if is_low_precision(d) => data,
             DataType::BFloat16 => data.convert::<burn::tensor::bf16>(),
             _ => {
                 let v: Vec<i64> = data.convert::<i64>().try_to_vec::<i64>().unwrap_or_default();
@@ -300,6 +348,14 @@ impl Tensor {
         let data = self.to_onnx_burn_data();
         let dtype = self.dtype();
         let shape = self.shape();
+        if is_low_precision(dtype) {
+            // Encoding is exact: the stand-in holds values of the type.
+            return Ok(if dtype.is_float() {
+                TensorData::from_f32_codes(dtype, shape, &data.convert::<f32>().try_to_vec::<f32>().unwrap_or_default())?
+            } else {
+                TensorData::from_i64_sub_byte(dtype, shape, &data.convert::<i64>().try_to_vec::<i64>().unwrap_or_default())?
+            });
+        }
         if dtype == DataType::Bool {
             let values = data.convert::<bool>();
             let v: Vec<bool> = values.try_to_vec::<bool>().unwrap_or_default();
@@ -327,9 +383,55 @@ impl Tensor {
         }
     }
 
-    /// Converts to another ONNX element type (float→int truncates toward zero, as ONNX Cast).
+    /// Converts to another ONNX element type (float→int truncates toward zero, as ONNX Cast),
+    /// saturating into FP8 with E8M0 rounding up ([`CastOptions::default`]).
     /// On a device that lacks `to`, the result is its stand-in, wrapped into `to`'s range.
     pub fn cast(self, to: DataType) -> Result<Self> {
+        self.cast_with(to, CastOptions::default())
+    }
+
+    /// [`Self::cast`] with ONNX Cast's options for the FP8 and E8M0 targets. Into a
+    /// low-precision float type, values round to nearest, ties to even (host-side: the values
+    /// are downloaded, rounded by [`mppq_ir::lowp`] and uploaded again); into a 4/2-bit int,
+    /// floats truncate and integers wrap (two's complement), as ONNX's reference does.
+    pub fn cast_with(self, to: DataType, options: CastOptions) -> Result<Self> {
+        if self.dtype() == to {
+            return Ok(Self { logical: Logical { decided: true, ..self.logical }, ..self });
+        }
+        let unsupported = || ExecError::Input { name: String::new(), message: format!("cannot cast to {to}") };
+        if is_low_precision(to) {
+            return self.cast_to_low_precision(to, options).ok_or_else(unsupported);
+        }
+        // A low-precision stand-in holds its exact values in F32/I32: cast those.
+        let this = if self.logical.dtype.is_some_and(is_low_precision) { Self { logical: Logical { dtype: None, ..self.logical }, ..self } } else { self };
+        this.cast_plain(to)
+    }
+
+    /// Casts into a low-precision type (`None`: a source that cannot be cast, e.g. strings).
+    fn cast_to_low_precision(self, to: DataType, options: CastOptions) -> Option<Self> {
+        let scalar = self.logical.scalar;
+        if !to.is_float() {
+            // 4/2-bit ints: truncate/convert into I32, then wrap into the type's range.
+            let held = self.cast_with(DataType::Int32, options).ok()?;
+            let held = Self { inner: held.inner, logical: Logical { scalar, dtype: Some(to), decided: true } };
+            return Some(held.wrapped());
+        }
+        let shape = self.shape();
+        // f64 sources round once (no detour through f32), except into E8M0, whose rule is on
+        // the f32 bits (as ONNX's reference).
+        let values: Vec<f32> = match (MiniFloat::of(to), self.dtype()) {
+            (Some(fmt), DataType::Double) => self.to_f64_vec().into_iter().map(|v| fmt.decode(fmt.encode_f64(v, options.saturate))).collect(),
+            (Some(fmt), _) => self.to_f32_vec().into_iter().map(|v| fmt.round(v, options.saturate)).collect(),
+            (None, _) => {
+                self.to_f32_vec().into_iter().map(|v| lowp::e8m0_decode(lowp::e8m0_encode(v, options.saturate, options.e8m0))).collect()
+            }
+        };
+        let held = self.like_f32(&shape, values);
+        Some(Self { inner: held.inner, logical: Logical { scalar: held.logical.scalar, dtype: Some(to), decided: true } })
+    }
+
+    /// The cast between types Burn holds (or their stand-ins on a device that lacks them).
+    fn cast_plain(self, to: DataType) -> Result<Self> {
         if self.dtype() == to {
             return Ok(Self { logical: Logical { decided: true, ..self.logical }, ..self });
         }
@@ -361,7 +463,7 @@ impl Tensor {
         Ok(Self { inner, logical })
     }
 
-    /// A stand-in for an 8/16-bit int brought into its type's range on the device (two's
+    /// A stand-in for an 8/16/4/2-bit int brought into its type's range on the device (two's
     /// complement wrap, as the CPU's narrow ints do), so later operators see ONNX's values.
     fn wrapped(self) -> Self {
         let (bits, signed) = match self.logical.dtype {
@@ -369,7 +471,11 @@ impl Tensor {
             Some(DataType::Uint8) => (8, false),
             Some(DataType::Int16) => (16, true),
             Some(DataType::Uint16) => (16, false),
-            _ => return self,
+            Some(d) => match lowp::sub_byte_int(d) {
+                Some(bits_signed) => bits_signed,
+                None => return self,
+            },
+            None => return self,
         };
         let mask = Scalar::Int((1i64 << bits) - 1);
         let half = Scalar::Int(1i64 << (bits - 1));

@@ -1,8 +1,8 @@
 //! The graph IR of mppq, at the bottom of the crate stack.
 //!
 //! It owns the in-memory model ([`Model`], [`Graph`], [`Operation`], [`Variable`]) with stable
-//! ids, typed attributes ([`Attribute`]), element types ([`DataType`]) and tensors
-//! ([`TensorData`]); the editing API and topological order ([`edit`], [`topo`]); pattern search
+//! ids, typed attributes ([`Attribute`]), element types ([`DataType`]), the codes of the low-precision
+//! ones ([`lowp`]: FP8, FP4, E8M0, 4/2-bit integers) and tensors ([`TensorData`]); the editing API and topological order ([`edit`], [`topo`]); pattern search
 //! ([`pattern`]); structural rewrites that need no executor ([`morph`]); and the quantization data
 //! model that operations carry ([`quant`]). It knows nothing of file formats or execution.
 
@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod edit;
 pub mod error;
 pub mod graph;
+pub mod lowp;
 pub mod morph;
 pub mod pattern;
 pub mod quant;

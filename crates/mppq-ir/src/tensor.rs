@@ -3,6 +3,7 @@
 
 use crate::dtype::{DataType, ElementWidth};
 use crate::error::{IrError, Result};
+use crate::lowp;
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
@@ -190,15 +191,42 @@ impl TensorData {
         Ok(bytes.chunks_exact(T::SIZE).map(T::read_le).collect())
     }
 
-    /// The values widened to f32, from any float type of 16 bits or more.
+    /// The values widened to f32, from any float type (FP8, FP4 and E8M0 codes decoded: every
+    /// value of theirs is exact in f32).
     pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
         match self.dtype {
             DataType::Float => self.to_vec::<f32>(),
             DataType::Double => Ok(self.to_vec::<f64>()?.into_iter().map(|v| v as f32).collect()),
             DataType::Float16 => Ok(self.to_vec::<f16>()?.into_iter().map(f32::from).collect()),
             DataType::BFloat16 => Ok(self.to_vec::<bf16>()?.into_iter().map(f32::from).collect()),
-            other => Err(IrError::DTypeMismatch { expected: DataType::Float, got: other }),
+            DataType::Float8E8M0 => Ok(self.packed().unwrap_or(&[]).iter().map(|c| lowp::e8m0_decode(*c)).collect()),
+            other => match lowp::MiniFloat::of(other) {
+                Some(fmt) => Ok(self.sub_byte_codes(fmt.bits() as usize).into_iter().map(|c| fmt.decode(c)).collect()),
+                None => Err(IrError::DTypeMismatch { expected: DataType::Float, got: other }),
+            },
         }
+    }
+
+    /// A tensor of an FP8, FP4 or E8M0 type from f32 values, each rounded to its nearest code
+    /// (ties to even; E8M0 ties up). Out-of-range values become what ONNX's non-saturating
+    /// Cast gives (±∞ or NaN; FP4 saturates), so values of the type itself, ±∞ included, keep
+    /// their exact code.
+    pub fn from_f32_codes(dtype: DataType, shape: Vec<usize>, values: &[f32]) -> Result<Self> {
+        let bytes = if dtype == DataType::Float8E8M0 {
+            values.iter().map(|v| lowp::e8m0_encode(*v, false, lowp::E8M0Rounding::Nearest)).collect()
+        } else {
+            let fmt = lowp::MiniFloat::of(dtype).ok_or(IrError::DTypeMismatch { expected: DataType::Float8E4M3FN, got: dtype })?;
+            let codes: Vec<i64> = values.iter().map(|v| i64::from(fmt.encode(*v, false))).collect();
+            if fmt.bits() == 8 { codes.iter().map(|c| *c as u8).collect() } else { lowp::pack_sub_byte(fmt.bits(), &codes) }
+        };
+        Self::from_packed(dtype, shape, bytes)
+    }
+
+    /// A tensor of a 4- or 2-bit integer type from values wrapped into its width (two's
+    /// complement, as ONNX's Cast between fixed-point types), packed low bits first.
+    pub fn from_i64_sub_byte(dtype: DataType, shape: Vec<usize>, values: &[i64]) -> Result<Self> {
+        let (bits, _) = lowp::sub_byte_int(dtype).ok_or(IrError::DTypeMismatch { expected: DataType::Int4, got: dtype })?;
+        Self::from_packed(dtype, shape, lowp::pack_sub_byte(bits, values))
     }
 
     /// Integer values widened to i64 (bool as 0/1, sub-byte types unpacked).
@@ -220,22 +248,22 @@ impl TensorData {
     }
 
     fn unpack_sub_byte(&self) -> Vec<i64> {
-        let (ElementWidth::Bits(bits), Some(bytes)) = (self.dtype.width(), self.packed()) else {
+        let ElementWidth::Bits(bits) = self.dtype.width() else {
             return Vec::new();
         };
-        let per_byte = 8 / bits;
-        let mask = (1u8 << bits) - 1;
         let signed = self.dtype.is_signed_integer();
-        (0..self.len())
-            .map(|i| {
-                let raw = (bytes[i / per_byte] >> ((i % per_byte) * bits)) & mask;
-                if signed && raw >> (bits - 1) == 1 {
-                    i64::from(raw) - (1i64 << bits)
-                } else {
-                    i64::from(raw)
-                }
-            })
-            .collect()
+        self.sub_byte_codes(bits).into_iter().map(|c| lowp::wrap_int(i64::from(c), bits as u32, signed)).collect()
+    }
+
+    /// The raw codes of a type `bits` wide (8: the bytes; 4 or 2: unpacked, low bits first).
+    fn sub_byte_codes(&self, bits: usize) -> Vec<u8> {
+        let bytes = self.packed().unwrap_or(&[]);
+        if bits == 8 {
+            return bytes.to_vec();
+        }
+        let per_byte = 8 / bits;
+        let mask = ((1u32 << bits) - 1) as u8;
+        (0..self.len()).filter_map(|i| bytes.get(i / per_byte).map(|b| (b >> ((i % per_byte) * bits)) & mask)).collect()
     }
 }
 
@@ -265,6 +293,38 @@ mod tests {
         // elements: 7, -8, 1 packed as 0x87, 0x01
         let t = TensorData::from_packed(DataType::Int4, vec![3], vec![0x87, 0x01]).unwrap();
         assert_eq!(t.to_i64_vec().unwrap(), vec![7, -8, 1]);
+    }
+
+    #[test]
+    fn low_precision_floats_decode_and_encode_exactly() {
+        // FP8 E4M3FN: 1.0 = 0x38, -448 = 0xFE, NaN = 0x7F.
+        let t = TensorData::from_packed(DataType::Float8E4M3FN, vec![3], vec![0x38, 0xFE, 0x7F]).unwrap();
+        let v = t.to_f32_vec().unwrap();
+        assert_eq!(v[..2], [1.0, -448.0]);
+        assert!(v[2].is_nan());
+        assert_eq!(TensorData::from_f32_codes(DataType::Float8E4M3FN, vec![3], &v).unwrap(), t);
+        // FP4 E2M1, two per byte, low nibble first: 6.0 = 0x7, -0.5 = 0x9, 1.0 = 0x2.
+        let t = TensorData::from_packed(DataType::Float4E2M1, vec![3], vec![0x97, 0x02]).unwrap();
+        assert_eq!(t.to_f32_vec().unwrap(), vec![6.0, -0.5, 1.0]);
+        assert_eq!(TensorData::from_f32_codes(DataType::Float4E2M1, vec![3], &[6.0, -0.5, 1.0]).unwrap(), t);
+        // E8M0: 2^(code - 127).
+        let t = TensorData::from_packed(DataType::Float8E8M0, vec![2], vec![127, 130]).unwrap();
+        assert_eq!(t.to_f32_vec().unwrap(), vec![1.0, 8.0]);
+        assert_eq!(TensorData::from_f32_codes(DataType::Float8E8M0, vec![2], &[1.0, 8.0]).unwrap(), t);
+        assert!(TensorData::from_f32_codes(DataType::Float, vec![1], &[1.0]).is_err());
+    }
+
+    #[test]
+    fn sub_byte_integers_pack_with_wrap() {
+        let t = TensorData::from_i64_sub_byte(DataType::Int4, vec![3], &[7, -8, 17]).unwrap();
+        assert_eq!(t.packed().unwrap(), &[0x87, 0x01]);
+        assert_eq!(t.to_i64_vec().unwrap(), vec![7, -8, 1]);
+        let t = TensorData::from_i64_sub_byte(DataType::Uint2, vec![5], &[1, 2, 3, 0, -1]).unwrap();
+        assert_eq!(t.packed().unwrap(), &[0b00_11_10_01, 0b11]);
+        assert_eq!(t.to_i64_vec().unwrap(), vec![1, 2, 3, 0, 3]);
+        let t = TensorData::from_packed(DataType::Int2, vec![4], vec![0b10_11_01_00]).unwrap();
+        assert_eq!(t.to_i64_vec().unwrap(), vec![0, 1, -1, -2]);
+        assert!(TensorData::from_i64_sub_byte(DataType::Int8, vec![1], &[1]).is_err());
     }
 
     #[test]

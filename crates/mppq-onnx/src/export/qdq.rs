@@ -236,13 +236,7 @@ fn dequantize_values(ints: &[i64], shape: &[usize], c: &TensorQuantConfig) -> Ve
 fn int_tensor(dtype: DataType, shape: Vec<usize>, values: &[i64]) -> Result<TensorData> {
     let mut bytes = Vec::with_capacity(values.len() * 4);
     match dtype {
-        DataType::Int4 | DataType::Uint4 => {
-            for pair in values.chunks(2) {
-                let lo = (pair[0] & 0xf) as u8;
-                let hi = pair.get(1).map_or(0, |v| (v & 0xf) as u8);
-                bytes.push(lo | (hi << 4));
-            }
-        }
+        DataType::Int4 | DataType::Uint4 => bytes = mppq_ir::lowp::pack_sub_byte(4, values),
         DataType::Int8 | DataType::Uint8 => bytes.extend(values.iter().map(|v| *v as u8)),
         DataType::Int16 | DataType::Uint16 => values.iter().for_each(|v| bytes.extend((*v as u16).to_le_bytes())),
         DataType::Int32 => values.iter().for_each(|v| bytes.extend((*v as i32).to_le_bytes())),

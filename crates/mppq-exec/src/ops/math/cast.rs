@@ -1,10 +1,13 @@
 //! Cast (`to` attribute; an ONNX type name string before opset 6) and CastLike (type of the
-//! second input), between every float, integer and bool type Burn holds. Targets Burn cannot
-//! hold (string, FP8, 4- and 2-bit types) are reported as unsupported when the node is built.
+//! second input), between every float, integer and bool type Burn holds and the low-precision
+//! ones held by stand-in (FP8, FP4, E8M0, 4/2-bit ints; `saturate` from opset 19, E8M0
+//! `round_mode` from opset 24). String and complex targets are reported as unsupported when the
+//! node is built.
 
 use crate::error::{ExecError, Result};
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
-use crate::tensor::burn_dtype;
+use crate::tensor::{CastOptions, burn_dtype, is_low_precision};
+use mppq_ir::lowp::E8M0Rounding;
 use crate::value::Value;
 use mppq_ir::{Attribute, DataType};
 
@@ -16,6 +19,7 @@ pub fn register(r: &mut OpRegistry) {
 struct Cast {
     /// `None`: the type of input 1 (CastLike).
     to: Option<DataType>,
+    options: CastOptions,
 }
 
 fn unsupported(node: &OpNode<'_>, to: DataType) -> ExecError {
@@ -45,17 +49,34 @@ fn build_cast(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         Some(_) => return Err(node.err("attribute `to` must be an int (or a type name before opset 6)")),
         None => return Err(node.err("attribute `to` is required")),
     };
-    if burn_dtype(to).is_none() {
+    if burn_dtype(to).is_none() && !is_low_precision(to) {
         return Err(unsupported(node, to));
     }
-    Ok(Box::new(Cast { to: Some(to) }))
+    Ok(Box::new(Cast { to: Some(to), options: options(node)? }))
 }
 
-fn build_cast_like(_node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    Ok(Box::new(Cast { to: None }))
+fn build_cast_like(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
+    Ok(Box::new(Cast { to: None, options: options(node)? }))
+}
+
+/// `saturate` (opset 19+, default 1) and `round_mode` (opset 24+, default `up`).
+fn options(node: &OpNode<'_>) -> Result<CastOptions> {
+    let saturate = node.opset < 19 || node.int("saturate", 1)? != 0;
+    let e8m0 = if node.opset >= 24 {
+        let mode = node.string("round_mode", "up")?;
+        E8M0Rounding::from_name(&mode).ok_or_else(|| node.err(format!("unknown round_mode `{mode}` (up, down or nearest)")))?
+    } else {
+        E8M0Rounding::Up
+    };
+    Ok(CastOptions { saturate, e8m0 })
 }
 
 impl Kernel for Cast {
+    /// Casts decode and round low-precision types (`Tensor::cast_with`).
+    fn handles_low_precision(&self) -> bool {
+        true
+    }
+
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let mut ins = ctx.inputs(inputs);
         let x = ins.tensor(0)?;
@@ -63,7 +84,7 @@ impl Kernel for Cast {
             Some(t) => t,
             None => ins.tensor(1)?.dtype(),
         };
-        let y = x.cast(to).map_err(|e| ctx.err(e.to_string()))?;
+        let y = x.cast_with(to, self.options).map_err(|e| ctx.err(e.to_string()))?;
         Ok(vec![Some(y.into())])
     }
 }

@@ -19,6 +19,11 @@ fn build_identity(_node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 }
 
 impl Kernel for Identity {
+    /// The value is passed through.
+    fn handles_low_precision(&self) -> bool {
+        true
+    }
+
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let v = ctx.inputs(inputs).value(0).ok_or_else(|| ctx.err("input 0 is required"))?;
         Ok(vec![Some(v)])

@@ -1,11 +1,13 @@
 //! QuantizeLinear and DequantizeLinear: per-tensor, per-axis and blocked (opset 21) scales and
-//! zero points; 8/16/32-bit integer types, saturating, round half to even. FP8/INT4 types are
-//! unsupported (they cannot be held as tensors here).
+//! zero points; 8/16/32-bit and 4/2-bit integer types (saturating, round half to even) and the
+//! FP8 / FP4 types (`x / scale + zero_point` rounded as Cast does, with the `saturate`
+//! attribute for FP8). Low-precision types are held by stand-in (see `crate::tensor`).
 
 use super::util::{fbin, full_like_dtype};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
-use crate::tensor::{Kind, Tensor};
+use crate::tensor::{CastOptions, Kind, Tensor, is_low_precision};
+use mppq_ir::lowp::MiniFloat;
 use crate::value::Value;
 use burn::backend::Dispatch;
 use burn::backend::ops::FloatTensorOps;
@@ -26,6 +28,8 @@ struct Quantize {
     p: QParams,
     /// `output_dtype` (opset 21), used when there is no zero point.
     output_dtype: Option<DataType>,
+    /// `saturate` (opset 19; FP8 outputs only).
+    saturate: bool,
 }
 
 struct Dequantize {
@@ -56,7 +60,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         None
     } else {
         let dt = i32::try_from(code).ok().and_then(DataType::from_onnx_code).ok_or_else(|| node.err(format!("bad output_dtype {code}")))?;
-        if range(dt).is_none() {
+        if range(dt).is_none() && MiniFloat::of(dt).is_none() {
             return Err(crate::error::ExecError::Unsupported {
                 op_type: node.op.op_type.clone(),
                 domain: "ai.onnx".into(),
@@ -67,7 +71,8 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         }
         Some(dt)
     };
-    Ok(Box::new(Quantize { p, output_dtype }))
+    let saturate = node.opset < 19 || node.int("saturate", 1)? != 0;
+    Ok(Box::new(Quantize { p, output_dtype, saturate }))
 }
 
 /// The saturation range of a quantized integer type.
@@ -78,6 +83,10 @@ fn range(dt: DataType) -> Option<(f64, f64)> {
         DataType::Uint16 => (0.0, 65535.0),
         DataType::Int16 => (-32768.0, 32767.0),
         DataType::Int32 => (-2147483648.0, 2147483647.0),
+        DataType::Uint4 => (0.0, 15.0),
+        DataType::Int4 => (-8.0, 7.0),
+        DataType::Uint2 => (0.0, 3.0),
+        DataType::Int2 => (-2.0, 1.0),
         _ => return None,
     })
 }
@@ -119,10 +128,15 @@ fn broadcast_param(ctx: &KernelContext<'_>, p: Tensor, x_shape: &[usize], q: &QP
 }
 
 impl Kernel for Quantize {
+    /// Low-precision zero points and scales (E8M0) are decoded; FP8/FP4/4-bit outputs rounded.
+    fn handles_low_precision(&self) -> bool {
+        true
+    }
+
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let mut ins = ctx.inputs(inputs);
         let (x, scale, zp) = (ins.tensor(0)?, ins.tensor(1)?, ins.opt_tensor(2)?);
-        if x.kind() != Kind::Float && x.dtype() != DataType::Int32 {
+        if (x.kind() != Kind::Float && x.dtype() != DataType::Int32) || is_low_precision(x.dtype()) {
             return Err(ctx.err(format!("{} inputs are not supported", x.dtype())));
         }
         if scale.kind() != Kind::Float {
@@ -133,8 +147,24 @@ impl Kernel for Quantize {
             (None, Some(dt)) => dt,
             (None, None) => DataType::Uint8,
         };
-        let (lo, hi) = range(target).ok_or_else(|| ctx.err(format!("{target} outputs are not supported")))?;
         let shape = x.shape();
+        if MiniFloat::of(target).is_some() {
+            // y = cast(x / scale + zero point): rounded to nearest even, FP8 saturating or not
+            // by `saturate` (the zero point is 0 in practice, but the formula is the same).
+            let x = x.cast(DataType::Float)?;
+            let scale = broadcast_param(ctx, scale.cast(DataType::Float)?, &shape, &self.p, "scale")?;
+            let q = fbin(&x, &scale, Dispatch::float_div);
+            let q = match zp {
+                Some(z) => {
+                    let z = broadcast_param(ctx, z.cast(DataType::Float)?, &shape, &self.p, "zero point")?;
+                    fbin(&q, &z, Dispatch::float_add)
+                }
+                None => q,
+            };
+            let y = q.cast_with(target, CastOptions { saturate: self.saturate, ..CastOptions::default() })?;
+            return Ok(vec![Some(y.into())]);
+        }
+        let (lo, hi) = range(target).ok_or_else(|| ctx.err(format!("{target} outputs are not supported")))?;
         // int32 bounds are not exact in f32: compute in f64 for that target.
         let work = if target == DataType::Int32 { DataType::Double } else { DataType::Float };
         let x = x.cast(work)?;
@@ -154,10 +184,15 @@ impl Kernel for Quantize {
 }
 
 impl Kernel for Dequantize {
+    /// FP8/FP4/4-bit/2-bit inputs and zero points and E8M0 scales are decoded.
+    fn handles_low_precision(&self) -> bool {
+        true
+    }
+
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let mut ins = ctx.inputs(inputs);
         let (x, scale, zp) = (ins.tensor(0)?, ins.tensor(1)?, ins.opt_tensor(2)?);
-        if x.kind() != Kind::Int {
+        if x.kind() != Kind::Int && !(is_low_precision(x.dtype()) && x.dtype().is_float()) {
             return Err(ctx.err(format!("{} inputs are not supported", x.dtype())));
         }
         if scale.kind() != Kind::Float {

@@ -97,6 +97,11 @@ pub fn reshape_target(ctx: &KernelContext<'_>, input: &[usize], target: &[i64], 
 }
 
 impl Kernel for ShapeOnly {
+    /// Data movement: the values are not read.
+    fn handles_low_precision(&self) -> bool {
+        true
+    }
+
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let mut ins = ctx.inputs(inputs);
         let x = ins.tensor(0)?;

@@ -37,6 +37,11 @@ fn clamp(v: i64, rank: usize) -> usize {
 }
 
 impl Kernel for ShapeOf {
+    /// Only the shape is read.
+    fn handles_low_precision(&self) -> bool {
+        true
+    }
+
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let x = ctx.inputs(inputs).tensor(0)?;
         let shape = x.shape();

@@ -18,6 +18,11 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 }
 
 impl Kernel for Transpose {
+    /// Data movement: the values are not read.
+    fn handles_low_precision(&self) -> bool {
+        true
+    }
+
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let x = ctx.inputs(inputs).tensor(0)?;
         let rank = x.rank();

@@ -8,7 +8,7 @@
 //! Burn's flex convolution (tiles + NHWC copies + small products) took 96 % of our ResNet-18
 //! time at 7× ONNX Runtime; see docs/executor.md for the figures of this path.
 
-use super::sgemm::{self, DenseB, NR, PackedA, PanelSource, put_row, zero_row};
+use super::sgemm::{self, DenseB, NR, PackedA, PanelSource, put_row, put_row_strided, zero_row};
 use crate::cpu;
 use crate::tensor::Tensor;
 use std::sync::{Arc, Mutex};
@@ -114,7 +114,6 @@ impl PanelSource for Im2col<'_> {
         let ([sh, sw], [dh, dw]) = (g.strides, g.dilations);
         let (ph, pw) = (g.pads[0].0 as isize, g.pads[1].0 as isize);
         let padded = nc.div_ceil(NR) * NR;
-        let mut gathered = [0f32; 64];
         // The block's columns split at output rows: each run reads one input row (per k).
         let mut runs = Vec::with_capacity(nc / ow + 2);
         let mut col = n0;
@@ -141,16 +140,11 @@ impl PanelSource for Im2col<'_> {
                 let lo = ((-ix0).max(0) as usize).div_ceil(sw).min(len);
                 let hi = ((wd as isize - ix0).max(0) as usize).div_ceil(sw).clamp(lo, len);
                 zero_row(out, kc, kk, j, lo);
+                let first = (ix0 + (lo * sw) as isize) as usize;
                 if sw == 1 {
-                    put_row(out, kc, kk, j + lo, &src[(ix0 + lo as isize) as usize..][..hi - lo]);
-                } else {
-                    for start in (lo..hi).step_by(gathered.len()) {
-                        let end = hi.min(start + gathered.len());
-                        for (t, v) in (start..end).zip(gathered.iter_mut()) {
-                            *v = src[(ix0 + (t * sw) as isize) as usize];
-                        }
-                        put_row(out, kc, kk, j + start, &gathered[..end - start]);
-                    }
+                    put_row(out, kc, kk, j + lo, &src[first..][..hi - lo]);
+                } else if hi > lo {
+                    put_row_strided(out, kc, kk, j + lo, &src[first..], sw, hi - lo);
                 }
                 zero_row(out, kc, kk, j + hi, len - hi);
             }

@@ -58,10 +58,12 @@ struct Pool2d {
 }
 
 /// Max pooling of a contiguous CPU float32 input, one plane per task: Burn's flex pool was
-/// 5–11 ms of ResNet-18's ~110 (this: ~1 ms single-threaded). Separable: per output row, each
-/// window row is reduced horizontally (one strided pass per kernel column), then rows are
-/// combined elementwise; no per-tap padding tests or data-dependent branches. Windows see only
-/// real input (padding never wins), as ONNX defines; a NaN in a window makes its output NaN.
+/// 5–11 ms of ResNet-18's ~110. Each (kernel row, kernel column) is one pass over an output row
+/// reading a contiguous run of input (rows are split into stride phases first), with the
+/// in-bounds range computed up front: no padding tests in the loop, no dependency chain across
+/// taps, and a plain comparison for the max (`f32::max`'s NaN rules, a data-dependent branch or
+/// one output at a time each cost 2–3× here). Windows see only real input (padding never
+/// wins), as ONNX defines; planes holding a NaN get NaN in every window that sees one.
 fn cpu_pool2d(x: &[f32], g: &Pool2d) -> Vec<f32> {
     use rayon::prelude::*;
     let [planes, h, w] = g.input;
@@ -74,34 +76,46 @@ fn cpu_pool2d(x: &[f32], g: &Pool2d) -> Vec<f32> {
         let hi = ((size as isize - off).max(0) as usize).div_ceil(stride).clamp(lo, out);
         (off, lo..hi)
     };
+    // Each kernel column reads input column `ox·sw + off`, `off = kx·dw − pad` = `q·sw + r`:
+    // element `ox + q` of the row's phase `r` (every `sw`-th value from `r`). With the row split
+    // into phases once, every kernel column is one contiguous, vectorisable pass.
+    let taps: Vec<(usize, isize, std::ops::Range<usize>)> = (0..g.kernel[1])
+        .map(|kx| {
+            let (off, oxs) = inside(kx, sw, dw, g.pads[1], w, ow);
+            (off.rem_euclid(sw as isize) as usize, off.div_euclid(sw as isize), oxs)
+        })
+        .collect();
+    let phase_len = w.div_ceil(sw);
     let mut y = vec![0f32; planes * oh * ow];
     y.par_chunks_mut(oh * ow).enumerate().for_each(|(p, out)| {
         let plane = &x[p * h * w..][..h * w];
-        let mut across = vec![f32::NEG_INFINITY; ow];
-        out.fill(f32::NEG_INFINITY);
-        let mut nan = false;
-        for ky in 0..g.kernel[0] {
-            let (yoff, oys) = inside(ky, sh, dh, g.pads[0], h, oh);
-            for oy in oys {
-                let row = &plane[(oy as isize * sh as isize + yoff) as usize * w..][..w];
-                across.fill(f32::NEG_INFINITY);
-                for kx in 0..g.kernel[1] {
-                    let (xoff, oxs) = inside(kx, sw, dw, g.pads[1], w, ow);
-                    if oxs.is_empty() {
-                        continue;
-                    }
-                    let first = (oxs.start as isize * sw as isize + xoff) as usize;
-                    for (a, &v) in across[oxs].iter_mut().zip(row[first..].iter().step_by(sw)) {
-                        nan |= v.is_nan();
-                        *a = a.max(v);
-                    }
-                }
-                for (o, a) in out[oy * ow..][..ow].iter_mut().zip(&across) {
-                    *o = o.max(*a);
+        // Row `iy`'s phases, phase `r` at `[(iy·sw + r)·phase_len ..]`.
+        let mut phases = vec![f32::NEG_INFINITY; h * sw * phase_len];
+        for (row, dst) in plane.chunks_exact(w).zip(phases.chunks_exact_mut(sw * phase_len)) {
+            for (r, phase) in dst.chunks_exact_mut(phase_len).enumerate() {
+                for (d, v) in phase.iter_mut().zip(row[r.min(w)..].iter().step_by(sw)) {
+                    *d = *v;
                 }
             }
         }
-        if nan {
+        out.fill(f32::NEG_INFINITY);
+        for ky in 0..g.kernel[0] {
+            let (yoff, oys) = inside(ky, sh, dh, g.pads[0], h, oh);
+            for oy in oys {
+                let iy = (oy as isize * sh as isize + yoff) as usize;
+                let line = &mut out[oy * ow..][..ow];
+                for (r, q, oxs) in &taps {
+                    if oxs.is_empty() {
+                        continue;
+                    }
+                    let src = &phases[(iy * sw + r) * phase_len + (oxs.start as isize + q) as usize..][..oxs.len()];
+                    for (o, &v) in line[oxs.clone()].iter_mut().zip(src) {
+                        *o = if v > *o { v } else { *o };
+                    }
+                }
+            }
+        }
+        if plane.iter().any(|v| v.is_nan()) {
             nan_windows(plane, out, g);
         }
     });

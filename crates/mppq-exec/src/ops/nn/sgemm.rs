@@ -14,12 +14,13 @@ use rayon::prelude::*;
 pub const MR: usize = 6;
 /// Columns of the register tile (B panel width).
 pub const NR: usize = 16;
-/// K block: one B panel is `KC × NR` floats = 16 KiB, half of L1.
-const KC: usize = 256;
-/// Rows of A walked per B panel: `MC × KC` floats = 144 KiB, inside L2 with a B block.
+/// K block: one B panel is `KC × NR` floats = 24 KiB, three quarters of L1 (256 measured ~1 %
+/// slower on ResNet-18: one more write-back of C per 768 of depth).
+const KC: usize = 384;
+/// Rows of A walked per B panel: `MC × KC` floats = 216 KiB, held in L2.
 const MC: usize = 144;
-/// Columns of B packed at a time: `KC × NC` floats = 256 KiB, so the packed block is still in
-/// L2 when the kernel reads it (packing all columns of a 112×112 image at once spilled to
+/// Columns of B packed at a time: `KC × NC` floats = 384 KiB, so the packed block is still
+/// mostly in L2 when the kernel reads it (packing all columns of a 112×112 image at once spilled to
 /// memory and halved the speed of ResNet-18's first layers).
 const NC: usize = 256;
 /// Below this many multiply-adds a product runs on the calling thread (thread start-up costs
@@ -63,14 +64,16 @@ pub fn gemm(a: &PackedA, b: &impl PanelSource, n: usize, bias: Option<&[f32]>, c
     let threads = rayon::current_num_threads();
     let col_panels = n.div_ceil(NR);
     let row_panels = m.div_ceil(MR);
-    // Tasks: a grid of (row range × column range), about four per thread so that uneven tasks
-    // (edge panels, a busy core) still balance. Columns are split first: a column task packs
-    // its own columns of B once, while row tasks sharing columns each pack them again (a
-    // traffic model that split ResNet's 7×7 layers by rows measured 30 % slower there).
+    // Tasks: a grid of (row range × column range), one per thread. Columns are split first: a
+    // column task packs its own columns of B once, while row tasks sharing columns each pack
+    // them again. More, smaller tasks balance better on a busy machine but cost traffic (each
+    // column task streams all of A): on 2 idle cores ResNet-18 took 33.3 ms with four tasks per
+    // thread, 31.2 ms with one; splitting its 7×7 layers by rows (all of B packed per task)
+    // measured slower still.
     let (row_tasks, col_tasks) = if m * n * k < THREADED_MACS || threads == 1 {
         (1, 1)
     } else {
-        let target = 4 * threads;
+        let target = threads;
         let col_tasks = col_panels.min(target);
         (row_panels.min(target.div_ceil(col_tasks)), col_tasks)
     };

@@ -148,6 +148,17 @@ struct Logical {
     decided: bool,
 }
 
+/// Uploads `data`'s values into its stand-in: F32 (`float`) or I32 (sign-extended integers).
+fn upload_stand_in(data: &TensorData, float: bool, shape: Shape, dev: &burn::backend::DispatchDevice) -> std::result::Result<DispatchTensor, String> {
+    Ok(if float {
+        let values = data.to_f32_vec().map_err(|e| e.to_string())?;
+        Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), dev)
+    } else {
+        let values: Vec<i32> = data.to_i64_vec().map_err(|e| e.to_string())?.into_iter().map(|v| v as i32).collect();
+        Dispatch::int_from_data(burn::tensor::TensorData::new(values, shape), dev)
+    })
+}
+
 /// A tensor on some device, of any rank and ONNX dtype that Burn can hold.
 #[derive(Clone, Debug)]
 pub struct Tensor {
@@ -223,14 +234,7 @@ impl Tensor {
         let mut logical = Logical { scalar, dtype: None, decided: true };
         if is_low_precision(data.dtype()) {
             logical.dtype = Some(data.dtype());
-            let inner = if data.dtype().is_float() {
-                let values = data.to_f32_vec().map_err(|e| cannot(e.to_string()))?;
-                Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), dev)
-            } else {
-                let values = data.to_i64_vec().map_err(|e| cannot(e.to_string()))?;
-                let values: Vec<i32> = values.into_iter().map(|v| v as i32).collect();
-                Dispatch::int_from_data(burn::tensor::TensorData::new(values, shape), dev)
-            };
+            let inner = upload_stand_in(data, data.dtype().is_float(), shape, dev).map_err(cannot)?;
             return Ok(Self { inner, logical });
         }
         let dtype = burn_dtype(data.dtype()).ok_or_else(|| cannot(format!("{} tensors cannot be computed with", data.dtype())))?;
@@ -249,14 +253,7 @@ impl Tensor {
                     return Err(cannot(format!("{d} tensors are not supported by this device")));
                 };
                 logical.dtype = Some(d);
-                if stand_in == DType::F32 {
-                    let values = data.to_f32_vec().map_err(|e| cannot(e.to_string()))?;
-                    Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), dev)
-                } else {
-                    let values = data.to_i64_vec().map_err(|e| cannot(e.to_string()))?;
-                    let values: Vec<i32> = values.into_iter().map(|v| v as i32).collect();
-                    Dispatch::int_from_data(burn::tensor::TensorData::new(values, shape), dev)
-                }
+                upload_stand_in(data, stand_in == DType::F32, shape, dev).map_err(cannot)?
             }
             d => {
                 let bytes = data.packed().unwrap_or_default().to_vec();

@@ -175,7 +175,7 @@ impl Kernel {
         match self {
             // SAFETY: the CPU has AVX2 and FMA (detected); `a`/`b` lengths are checked there.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2Fma => unsafe { avx2::tile(kc, a, b, width, &mut tile) },
+            Kernel::Avx2Fma => unsafe { avx2::tile(kc, a, b, height, width, &mut tile) },
             Kernel::Portable => portable_tile(kc, a, b, &mut tile),
         }
         for (r, acc) in tile.iter().enumerate().take(height) {
@@ -205,18 +205,18 @@ mod avx2 {
     use super::{MR, NR};
     use std::arch::x86_64::*;
 
-    /// `H` 8-lane accumulators per row (H = 2: the full 16 columns; H = 1: a panel with at
-    /// most 8 useful columns, at half the work), one B load per half and one broadcast per row
-    /// and k.
+    /// `R` rows (of the `MR`-row panel `a`) × `H` 8-lane accumulators per row (H = 2: the full
+    /// 16 columns; H = 1: a panel with at most 8 useful columns, at half the work); one B load
+    /// per half and one broadcast per row and k. Edge tiles use fewer rows or halves.
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn accumulate<const H: usize>(kc: usize, a: &[f32], b: &[f32]) -> [[__m256; H]; MR] {
-        assert!(a.len() >= kc * MR && b.len() >= kc * NR);
+    unsafe fn accumulate<const R: usize, const H: usize>(kc: usize, a: &[f32], b: &[f32]) -> [[__m256; H]; R] {
+        assert!(R <= MR && a.len() >= kc * MR && b.len() >= kc * NR);
         let (mut a_ptr, mut b_ptr) = (a.as_ptr(), b.as_ptr());
-        let mut acc = [[_mm256_setzero_ps(); H]; MR];
+        let mut acc = [[_mm256_setzero_ps(); H]; R];
         for _ in 0..kc {
             // SAFETY: kc steps of MR (a) and NR (b) floats stay inside the slices (asserted).
             unsafe {
@@ -237,25 +237,39 @@ mod avx2 {
         acc
     }
 
-    /// The product into a scratch tile (edge tiles).
+    /// `accumulate::<R, H>` stored into the first `R` rows and `8·H` columns of `tile`.
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn tile(kc: usize, a: &[f32], b: &[f32], width: usize, tile: &mut [[f32; NR]; MR]) {
-        // SAFETY: the caller guarantees AVX2+FMA; each row holds 16 floats (8 per store).
+    unsafe fn store<const R: usize, const H: usize>(kc: usize, a: &[f32], b: &[f32], tile: &mut [[f32; NR]; MR]) {
+        // SAFETY: the caller guarantees AVX2+FMA; each row holds 16 floats, H ≤ 2 stores of 8.
         unsafe {
-            if width <= 8 {
-                let acc = accumulate::<1>(kc, a, b);
-                for (row, v) in tile.iter_mut().zip(acc) {
-                    _mm256_storeu_ps(row.as_mut_ptr(), v[0]);
+            for (row, v) in tile.iter_mut().zip(accumulate::<R, H>(kc, a, b)) {
+                for (h, half) in v.iter().enumerate() {
+                    _mm256_storeu_ps(row.as_mut_ptr().add(8 * h), *half);
                 }
-            } else {
-                let acc = accumulate::<2>(kc, a, b);
-                for (row, v) in tile.iter_mut().zip(acc) {
-                    _mm256_storeu_ps(row.as_mut_ptr(), v[0]);
-                    _mm256_storeu_ps(row.as_mut_ptr().add(8), v[1]);
-                }
+            }
+        }
+    }
+
+    /// The product into a scratch tile (edge tiles): only the rows (`height`, rounded up to
+    /// an even count) and halves (`width`) that hold results are computed — ResNet's 64, 128,
+    /// 256 and 512 channels all end in a 2- or 4-row panel.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn tile(kc: usize, a: &[f32], b: &[f32], height: usize, width: usize, tile: &mut [[f32; NR]; MR]) {
+        // SAFETY: the caller guarantees AVX2+FMA.
+        unsafe {
+            match (height, width <= 8) {
+                (0..=2, true) => store::<2, 1>(kc, a, b, tile),
+                (0..=2, false) => store::<2, 2>(kc, a, b, tile),
+                (3..=4, true) => store::<4, 1>(kc, a, b, tile),
+                (3..=4, false) => store::<4, 2>(kc, a, b, tile),
+                (_, true) => store::<MR, 1>(kc, a, b, tile),
+                (_, false) => store::<MR, 2>(kc, a, b, tile),
             }
         }
     }
@@ -269,7 +283,7 @@ mod avx2 {
     pub unsafe fn full_tile(kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize, first: bool, bias: Option<&[f32]>) {
         // SAFETY: the caller guarantees AVX2+FMA and the tile's extent.
         unsafe {
-            let acc = accumulate::<2>(kc, a, b);
+            let acc = accumulate::<MR, 2>(kc, a, b);
             for (r, acc) in acc.iter().enumerate() {
                 let row = c.add(r * ldc);
                 let (lo, hi) = if first {
@@ -370,7 +384,7 @@ mod tests {
 
     #[test]
     fn products_of_every_edge_shape() {
-        for &(m, n, k) in &[(1, 1, 1), (6, 16, 3), (7, 17, 5), (5, 3, 300), (13, 40, 257), (64, 49, 520)] {
+        for &(m, n, k) in &[(1, 1, 1), (6, 16, 3), (7, 17, 5), (5, 3, 300), (9, 20, 7), (8, 33, 11), (10, 5, 3), (13, 40, 257), (64, 49, 520)] {
             check(m, n, k, false);
             check(m, n, k, true);
         }

@@ -5,8 +5,8 @@
 //! The shape is the classic one of BLIS/MLAS: a 6×16 register tile (twelve 8-lane accumulators
 //! with AVX2+FMA, chosen at run time; a portable kernel elsewhere), A in panels of 6 rows, B in
 //! panels of 16 columns, K blocked by [`KC`] so a B panel stays in L1 while the kernel walks an
-//! [`MC`]-row block of A held in L2. Work is split over threads by columns (or by rows when there
-//! are few columns), each thread packing its own B.
+//! [`MC`]-row block of A held in L2. Work is split into one task per thread, by columns (by rows
+//! only when there is a single column panel), each task packing its own B.
 
 use rayon::prelude::*;
 

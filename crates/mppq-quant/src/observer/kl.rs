@@ -61,16 +61,24 @@ impl KlObserver {
         Ok(hists
             .iter()
             .map(|h| {
-                let (c, f) = coarsened(h.counts(), h.total());
+                let (mut c, f) = coarsened(h.counts(), h.total());
+                let zero = match self.collector.mode {
+                    HistMode::Abs => 0,
+                    HistMode::Signed => h.bin_of(0.0) / f,
+                };
+                // Zero is exact in every quantized range (see the module notes).
+                if let Some(bin) = c.get_mut(zero) {
+                    *bin = 0;
+                }
+                let edge = |i: usize| h.edge((i * f).min(h.counts().len()));
                 match self.collector.mode {
                     HistMode::Abs => {
-                        let t = h.edge((best_symmetric(&without_bin(&c, 0), levels_sym, &mut scratch) * f).min(h.counts().len()));
+                        let t = edge(best_symmetric(&c, levels_sym, &mut scratch));
                         (-t, t)
                     }
                     HistMode::Signed => {
-                        let zero = h.bin_of(0.0) / f;
-                        let (a, b) = best_window(&without_bin(&c, zero), zero, levels_asym, &mut scratch);
-                        (h.edge(a * f), h.edge((b * f).min(h.counts().len())))
+                        let (a, b) = best_window(&c, zero, levels_asym, &mut scratch);
+                        (edge(a), edge(b))
                     }
                 }
             })
@@ -105,15 +113,6 @@ fn coarsened(hist: &[u64], total: u64) -> (Vec<u64>, usize) {
         f *= 2;
     }
     (hist.chunks(f).map(|run| run.iter().sum()).collect(), f)
-}
-
-/// The histogram with bin `zero` emptied (see the module notes).
-fn without_bin(hist: &[u64], zero: usize) -> Vec<u64> {
-    let mut h = hist.to_vec();
-    if let Some(c) = h.get_mut(zero) {
-        *c = 0;
-    }
-    h
 }
 
 /// Reusable buffers for the divergence computation.

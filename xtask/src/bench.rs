@@ -137,7 +137,12 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<Stri
             .iter()
             .map(|(t, ms, n)| format!("    {t:<20} {n:>4} ops {ms:>9.2} ms {:>5.1} %", 100.0 * ms / total.max(1e-9)))
             .collect();
-        lines.push(format!("    {:<20}          {:>9.2} ms {:>5.1} %", "(engine between ops)", total - in_ops, 100.0 * (total - in_ops) / total.max(1e-9)));
+        lines.push(format!(
+            "    {:<20}          {:>9.2} ms {:>5.1} %",
+            "(engine between ops)",
+            total - in_ops,
+            100.0 * (total - in_ops) / total.max(1e-9)
+        ));
         Some(lines.join("\n"))
     } else {
         None
@@ -152,7 +157,14 @@ fn ort(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
         .arg(model)
         .arg(inputs)
         .arg(out.path())
-        .args(["--threads", &opts.threads.to_string(), "--bench", &opts.runs.to_string(), "--warmup", &opts.warmup.to_string()])
+        .args([
+            "--threads",
+            &opts.threads.to_string(),
+            "--bench",
+            &opts.runs.to_string(),
+            "--warmup",
+            &opts.warmup.to_string(),
+        ])
         .output()?;
     if !output.status.success() {
         bail!("ort_run.py failed: {}", String::from_utf8_lossy(&output.stderr));

@@ -21,10 +21,7 @@ pub fn generate_into(out_dir: &Path) -> Result<PathBuf> {
     let dir = proto_dir();
     let fds = protox::compile(["onnx/onnx-ml.proto", "onnx/onnx-data.proto"], [&dir])
         .context("compiling the ONNX .proto files with protox")?;
-    prost_build::Config::new()
-        .out_dir(out_dir)
-        .compile_fds(fds)
-        .context("generating Rust code with prost-build")?;
+    prost_build::Config::new().out_dir(out_dir).compile_fds(fds).context("generating Rust code with prost-build")?;
     Ok(out_dir.join("onnx.rs"))
 }
 

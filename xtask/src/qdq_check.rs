@@ -51,7 +51,9 @@ fn batches(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("batch_") && n.ends_with(".npz")))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("batch_") && n.ends_with(".npz"))
+        })
         .collect();
     files.sort();
     files.truncate(8);
@@ -127,7 +129,13 @@ fn agreement(a: &[f32], b: &[f32], step: Option<f32>) -> (usize, f64) {
 
 /// Quantizes `model_path` exactly as `mppq quantize` does (the full pass pipeline of the setting's
 /// platform), exports it, and compares ONNX Runtime, our executor and the simulation on the batches.
-pub fn check_model(name: &str, model_path: &Path, calib_dir: &Path, opts: &Options, python: &Path) -> Result<ModelResult> {
+pub fn check_model(
+    name: &str,
+    model_path: &Path,
+    calib_dir: &Path,
+    opts: &Options,
+    python: &Path,
+) -> Result<ModelResult> {
     let device = Device::cpu();
     let files = batches(calib_dir)?;
     let data: Vec<_> = files.iter().map(|f| feeds(f, &device)).collect::<Result<_>>()?;
@@ -187,9 +195,18 @@ pub fn check_model(name: &str, model_path: &Path, calib_dir: &Path, opts: &Optio
                 .ok_or_else(|| anyhow!("{name}: ORT gave no output `{oname}`"))?
                 .1
                 .to_f32_vec()?;
-            let m = &mine.iter().find(|(n, _)| n == oname).ok_or_else(|| anyhow!("{name}: no output `{oname}` from our executor"))?.1;
+            let m = &mine
+                .iter()
+                .find(|(n, _)| n == oname)
+                .ok_or_else(|| anyhow!("{name}: no output `{oname}` from our executor"))?
+                .1;
             if o.len() != s.len() || m.len() != s.len() {
-                bail!("{name}: output `{oname}` has {} elements in ORT, {} in ours, {} in the simulation", o.len(), m.len(), s.len());
+                bail!(
+                    "{name}: output `{oname}` has {} elements in ORT, {} in ours, {} in the simulation",
+                    o.len(),
+                    m.len(),
+                    s.len()
+                );
             }
             let (a, w) = agreement(&o, s, steps[k]);
             let (b, _) = agreement(m, s, steps[k]);
@@ -204,7 +221,8 @@ pub fn check_model(name: &str, model_path: &Path, calib_dir: &Path, opts: &Optio
         }
     }
     let pct = |n: usize| 100.0 * n as f64 / total.max(1) as f64;
-    let (snr_ort, snr_sim, snr_ours) = (snr_db(&fp_all, &ort_all), snr_db(&fp_all, &sim_all), snr_db(&fp_all, &ours_all));
+    let (snr_ort, snr_sim, snr_ours) =
+        (snr_db(&fp_all, &ort_all), snr_db(&fp_all, &sim_all), snr_db(&fp_all, &ours_all));
     let agreement_pct = pct(ok_ort);
     let ours_agreement_pct = pct(ok_ours);
     let delta = snr_ort - snr_sim;

@@ -76,7 +76,12 @@ pub fn run(data: Option<&Path>, skip_ort: bool) -> Result<bool> {
         println!(
             "{suite:>18}: {} models, {} IR-equal after round trip; ORT loads {} of them both before and after, \
              {} before only, {} neither, {} after only",
-            c.models, c.ir_equal, c.ort_both, c.ort_original_only.len(), c.ort_neither, c.ort_resaved_only
+            c.models,
+            c.ir_equal,
+            c.ort_both,
+            c.ort_original_only.len(),
+            c.ort_neither,
+            c.ort_resaved_only
         );
         for f in c.ir_failed.iter().chain(&c.ort_original_only) {
             println!("    FAIL {f}");

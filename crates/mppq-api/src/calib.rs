@@ -23,7 +23,8 @@ impl CalibrationSet {
         let mut files = if dir.is_file() {
             vec![dir.to_path_buf()]
         } else {
-            let entries = std::fs::read_dir(dir).map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?;
+            let entries =
+                std::fs::read_dir(dir).map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?;
             let mut files = Vec::new();
             for entry in entries {
                 let path = entry.map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?.path();
@@ -35,7 +36,10 @@ impl CalibrationSet {
         };
         files.sort();
         if files.is_empty() {
-            return Err(ApiError::data(dir, "no calibration batches: expected .npy (single-input models) or .npz files (keys = input names)"));
+            return Err(ApiError::data(
+                dir,
+                "no calibration batches: expected .npy (single-input models) or .npz files (keys = input names)",
+            ));
         }
         if let Some(limit) = limit {
             files.truncate(limit.max(1));
@@ -85,7 +89,10 @@ fn check_finite(file: &Path, name: &str, data: &TensorData) -> Result<()> {
     }
     let values = data.to_f32_vec().map_err(|e| ApiError::data(file, format!("input `{name}`: {e}")))?;
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-        return Err(ApiError::data(file, format!("input `{name}` holds {} at flat index {i}: calibration data must be finite", values[i])));
+        return Err(ApiError::data(
+            file,
+            format!("input `{name}` holds {} at flat index {i}: calibration data must be finite", values[i]),
+        ));
     }
     Ok(())
 }

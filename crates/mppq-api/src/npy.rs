@@ -45,8 +45,9 @@ fn descr_of(dtype: DataType) -> Option<&'static str> {
 fn from_npy<R: Read>(file: &Path, what: &str, npy: npyz::NpyFile<R>) -> Result<TensorData> {
     let descr = npy.dtype().descr();
     let descr = descr.trim_matches('\'');
-    let dtype = dtype_of(descr)
-        .ok_or_else(|| ApiError::data(file, format!("{what}: unsupported dtype `{descr}` (little-endian numbers or bool)")))?;
+    let dtype = dtype_of(descr).ok_or_else(|| {
+        ApiError::data(file, format!("{what}: unsupported dtype `{descr}` (little-endian numbers or bool)"))
+    })?;
     if npy.order() == npyz::Order::Fortran {
         return Err(ApiError::data(file, format!("{what}: Fortran-order arrays are not supported; save with C order")));
     }
@@ -65,13 +66,15 @@ fn from_npy<R: Read>(file: &Path, what: &str, npy: npyz::NpyFile<R>) -> Result<T
 /// Reads one `.npy` array.
 pub fn read_npy(path: &Path) -> Result<TensorData> {
     let bytes = std::fs::read(path).map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
-    let npy = npyz::NpyFile::new(bytes.as_slice()).map_err(|e| ApiError::data(path, format!("not a .npy file: {e}")))?;
+    let npy =
+        npyz::NpyFile::new(bytes.as_slice()).map_err(|e| ApiError::data(path, format!("not a .npy file: {e}")))?;
     from_npy(path, "array", npy)
 }
 
 /// Reads every array of an `.npz` archive, in archive order.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, TensorData)>> {
-    let mut archive = npyz::npz::NpzArchive::open(path).map_err(|e| ApiError::data(path, format!("not a .npz archive: {e}")))?;
+    let mut archive =
+        npyz::npz::NpzArchive::open(path).map_err(|e| ApiError::data(path, format!("not a .npz archive: {e}")))?;
     let names: Vec<String> = archive.array_names().map(str::to_string).collect();
     let mut arrays = Vec::with_capacity(names.len());
     for name in names {

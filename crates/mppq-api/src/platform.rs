@@ -111,7 +111,10 @@ pub fn register_platform(platform: Arc<dyn Platform>) -> Result<()> {
 pub fn platform_by_name(name: &str) -> Result<Arc<dyn Platform>> {
     let map = platforms().read().unwrap_or_else(|e| e.into_inner());
     map.get(name).cloned().ok_or_else(|| {
-        ApiError::Setting(format!("unknown platform `{name}` (known: {})", map.keys().cloned().collect::<Vec<_>>().join(", ")))
+        ApiError::Setting(format!(
+            "unknown platform `{name}` (known: {})",
+            map.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
     })
 }
 
@@ -121,7 +124,13 @@ pub fn platform_names() -> Vec<String> {
 }
 
 /// Adds (or overrides) an operator implementation used whenever `platform` is simulated.
-pub fn register_operation(platform: &str, domain: &str, op_type: &str, since_opset: i64, builder: KernelBuilder) -> Result<()> {
+pub fn register_operation(
+    platform: &str,
+    domain: &str,
+    op_type: &str,
+    since_opset: i64,
+    builder: KernelBuilder,
+) -> Result<()> {
     platform_by_name(platform)?;
     let mut map = operators().write().unwrap_or_else(|e| e.into_inner());
     map.entry(platform.to_string()).or_default().push((domain.to_string(), op_type.to_string(), since_opset, builder));
@@ -159,7 +168,8 @@ mod tests {
     #[test]
     fn fixed_options_are_refused_not_ignored() {
         let p = platform_by_name("trt-int8").unwrap();
-        let err = p.quantizer(&QuantizerOptions { symmetric: Some(false), ..Default::default() }).err().unwrap().to_string();
+        let err =
+            p.quantizer(&QuantizerOptions { symmetric: Some(false), ..Default::default() }).err().unwrap().to_string();
         assert!(err.contains("symmetric") && err.contains("trt-int8"), "{err}");
     }
 }

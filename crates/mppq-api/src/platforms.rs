@@ -3,7 +3,9 @@
 
 use crate::error::{ApiError, Result};
 use crate::platform::{Platform, QuantizerOptions};
-use mppq_quant::quantizer::{Fp8Format, Fp8Quantizer, LowBitQuantizer, OnnxRuntimeQuantizer, Quantizer, TensorRtQuantizer};
+use mppq_quant::quantizer::{
+    Fp8Format, Fp8Quantizer, LowBitQuantizer, OnnxRuntimeQuantizer, Quantizer, TensorRtQuantizer,
+};
 use std::sync::Arc;
 
 /// Every built-in platform.

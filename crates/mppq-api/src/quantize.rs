@@ -50,8 +50,9 @@ impl ModelQuantizer {
         let quantizer = platform.quantizer(&setting.quantizer)?;
         let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
         dispatcher_by_name(&dispatcher)?;
-        let device = Device::by_name(&setting.device)
-            .ok_or_else(|| ApiError::Setting(format!("unknown device `{}` (cpu, or wgpu when built with it)", setting.device)))?;
+        let device = Device::by_name(&setting.device).ok_or_else(|| {
+            ApiError::Setting(format!("unknown device `{}` (cpu, or wgpu when built with it)", setting.device))
+        })?;
         let registry = operator_registry(platform.as_ref());
         Ok(Self { platform, model, setting, quantizer, registry, device, dispatch: None, reports: Vec::new() })
     }
@@ -134,7 +135,8 @@ pub struct QuantizedModel {
 /// `setting`. Export with `result.quantizer.export(..)`.
 pub fn quantize_onnx_model(model_path: &Path, calib_dir: &Path, setting: QuantizeSetting) -> Result<QuantizedModel> {
     let mut quantizer = load_quantizer(model_path, setting)?;
-    let calibration = CalibrationSet::from_path(&quantizer.model, calib_dir, quantizer.setting.pipeline.calibration.steps)?;
+    let calibration =
+        CalibrationSet::from_path(&quantizer.model, calib_dir, quantizer.setting.pipeline.calibration.steps)?;
     quantizer.quantize(&calibration, &mut mppq_passes::NoProgress)?;
     Ok(QuantizedModel { quantizer, calibration })
 }
@@ -201,10 +203,22 @@ fn run_analysis(
     let limit = q.setting.analysis.batches.unwrap_or(calib.len()).clamp(1, calib.len().max(1));
     let batches = calib.to_values(&q.device)?;
     let name = q.model.graph.name.clone();
-    crate::analyse::analyse(&name, &q.model.graph, &exec, &batches[..limit.min(batches.len())], &q.setting.analysis, analysis_progress(progress))
+    crate::analyse::analyse(
+        &name,
+        &q.model.graph,
+        &exec,
+        &batches[..limit.min(batches.len())],
+        &q.setting.analysis,
+        analysis_progress(progress),
+    )
 }
 
-fn summary(q: &ModelQuantizer, analysis: Option<crate::analyse::AnalysisReport>, files: Vec<(&'static str, std::path::PathBuf)>, started: std::time::Instant) -> JobSummary {
+fn summary(
+    q: &ModelQuantizer,
+    analysis: Option<crate::analyse::AnalysisReport>,
+    files: Vec<(&'static str, std::path::PathBuf)>,
+    started: std::time::Instant,
+) -> JobSummary {
     let graph = &q.model.graph;
     let quantized = graph.operations().filter(|(_, op)| op.quant_config.is_some()).count();
     JobSummary {
@@ -220,7 +234,10 @@ fn summary(q: &ModelQuantizer, analysis: Option<crate::analyse::AnalysisReport>,
 }
 
 /// Writes `dir/report.html` and `dir/report.json` (creating `dir`); returns them for listing.
-fn write_reports(analysis: &crate::analyse::AnalysisReport, dir: &Path) -> Result<Vec<(&'static str, std::path::PathBuf)>> {
+fn write_reports(
+    analysis: &crate::analyse::AnalysisReport,
+    dir: &Path,
+) -> Result<Vec<(&'static str, std::path::PathBuf)>> {
     std::fs::create_dir_all(dir).map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?;
     let (html, json) = (dir.join("report.html"), dir.join("report.json"));
     crate::analyse::write_html(analysis, None, &html)?;
@@ -244,7 +261,8 @@ pub fn quantize_to_dir(
     let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
     q.quantize(&calib, progress)?;
     std::fs::create_dir_all(out_dir).map_err(|source| ApiError::Io { path: out_dir.display().to_string(), source })?;
-    let (onnx, json, float) = (out_dir.join("model.qdq.onnx"), out_dir.join("quant.json"), out_dir.join("model.float.onnx"));
+    let (onnx, json, float) =
+        (out_dir.join("model.qdq.onnx"), out_dir.join("quant.json"), out_dir.join("model.float.onnx"));
     q.export(&onnx, Some(&json))?;
     // The float graph the quantization refers to (after fusions such as BN folding).
     mppq_onnx::save_model(&q.model, &float, &Default::default())?;

@@ -13,7 +13,14 @@ pub fn read_feeds(model: &Model, path: &Path) -> Result<Vec<(String, TensorData)
     let arrays = match path.extension().and_then(|e| e.to_str()) {
         Some("npy") => {
             if inputs.len() != 1 {
-                return Err(ApiError::data(path, format!("a .npy file can feed a single-input model; this one has {} inputs ({}): use .npz", inputs.len(), inputs.join(", "))));
+                return Err(ApiError::data(
+                    path,
+                    format!(
+                        "a .npy file can feed a single-input model; this one has {} inputs ({}): use .npz",
+                        inputs.len(),
+                        inputs.join(", ")
+                    ),
+                ));
             }
             vec![(inputs[0].clone(), crate::npy::read_npy(path)?)]
         }
@@ -21,7 +28,10 @@ pub fn read_feeds(model: &Model, path: &Path) -> Result<Vec<(String, TensorData)
     };
     for (name, data) in &arrays {
         if !inputs.contains(name) {
-            return Err(ApiError::data(path, format!("array `{name}` matches no graph input (inputs: {})", inputs.join(", "))));
+            return Err(ApiError::data(
+                path,
+                format!("array `{name}` matches no graph input (inputs: {})", inputs.join(", ")),
+            ));
         }
         check_declared(model, path, name, data)?;
     }
@@ -75,13 +85,22 @@ pub fn input_files(path: &Path) -> Result<Vec<std::path::PathBuf>> {
 }
 
 /// Runs `model` once on `feeds` with the built-in operators; returns the graph outputs.
-pub fn run_model(model: &Model, feeds: Vec<(String, TensorData)>, device: &Device) -> Result<Vec<(String, TensorData)>> {
+pub fn run_model(
+    model: &Model,
+    feeds: Vec<(String, TensorData)>,
+    device: &Device,
+) -> Result<Vec<(String, TensorData)>> {
     run_model_with(model, feeds, device, false)
 }
 
 /// Like [`run_model`]; with `simulate`, the quantization configs the model's operations carry are
 /// applied (fake-quant simulation).
-pub fn run_model_with(model: &Model, feeds: Vec<(String, TensorData)>, device: &Device, simulate: bool) -> Result<Vec<(String, TensorData)>> {
+pub fn run_model_with(
+    model: &Model,
+    feeds: Vec<(String, TensorData)>,
+    device: &Device,
+    simulate: bool,
+) -> Result<Vec<(String, TensorData)>> {
     let opsets = |d: &str| model.opset(d).unwrap_or(0);
     let exec = Executor::new(&model.graph, &OpRegistry::builtin(), device, &opsets)?;
     let values = feeds
@@ -109,6 +128,7 @@ pub fn run_model_with(model: &Model, feeds: Vec<(String, TensorData)>, device: &
 
 /// A file name for an output (anything outside `[A-Za-z0-9_.-]` becomes `_`).
 pub fn output_file_name(name: &str) -> String {
-    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
+    let clean: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
     format!("{clean}.npy")
 }

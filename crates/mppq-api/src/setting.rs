@@ -48,7 +48,8 @@ impl Default for QuantizeSetting {
 impl QuantizeSetting {
     /// Reads a setting file: `.toml` or `.json` by extension.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
         let bad = |m: String| ApiError::Setting(format!("{}: {m}", path.display()));
         match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => toml::from_str(&text).map_err(|e| bad(e.to_string())),

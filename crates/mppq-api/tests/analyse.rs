@@ -4,8 +4,8 @@
 
 use mppq_api::ApiError;
 use mppq_api::analyse::{
-    AnalyseSetting, AnalysisReport, analyse, graphwise_error, layers_to_analyse, layerwise_error, render_html, render_table,
-    write_html,
+    AnalyseSetting, AnalysisReport, analyse, graphwise_error, layers_to_analyse, layerwise_error, render_html,
+    render_table, write_html,
 };
 use mppq_dispatch::{DispatchContext, TargetPrecision, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
@@ -86,7 +86,8 @@ fn graphwise_output_metrics_equal_the_metrics_of_full_outputs() {
     assert!(direct.is_finite() && direct > 25.0, "{direct}");
     assert!((out.snr_db - direct).abs() < 1e-6, "{} vs {direct}", out.snr_db);
     assert!((out.cosine - cosine(&fp_all, &q_all)).abs() < 1e-12);
-    let mse = fp_all.iter().zip(&q_all).map(|(a, b)| (f64::from(*a) - f64::from(*b)).powi(2)).sum::<f64>() / fp_all.len() as f64;
+    let mse = fp_all.iter().zip(&q_all).map(|(a, b)| (f64::from(*a) - f64::from(*b)).powi(2)).sum::<f64>()
+        / fp_all.len() as f64;
     assert!((out.mse - mse).abs() <= 1e-12 * mse.max(1.0), "{} vs {mse}", out.mse);
 
     // Watched: the quantized computing ops (3 Conv + the Gemm), in execution order.
@@ -256,7 +257,10 @@ fn nan_in_the_data_is_a_typed_error_naming_the_tensor() {
         other => panic!("expected an analysis error, got {other}"),
     }
     let err = layerwise_error(&graph, &exec, &data[..2], |_, _| {}).unwrap_err();
-    assert!(matches!(&err, ApiError::Analysis { tensor, message } if tensor == "logits" && message.contains("NaN")), "{err}");
+    assert!(
+        matches!(&err, ApiError::Analysis { tensor, message } if tensor == "logits" && message.contains("NaN")),
+        "{err}"
+    );
     let err = graphwise_error(&graph, &exec, &[], &AnalyseSetting::default(), |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("no batches"), "{err}");
 }

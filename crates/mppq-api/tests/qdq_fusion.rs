@@ -12,7 +12,12 @@ fn testdata() -> PathBuf {
 
 #[test]
 fn fused_qdq_export_equals_the_simulation() {
-    let result = quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), QuantizeSetting::default()).unwrap();
+    let result = quantize_onnx_model(
+        &testdata().join("tiny_cnn.onnx"),
+        &testdata().join("tiny_cnn_calib"),
+        QuantizeSetting::default(),
+    )
+    .unwrap();
     let q = &result.quantizer;
     let mut exported = mppq_api::onnx::export::qdq::export_qdq(&q.model, &Default::default()).unwrap();
     let convs = exported.graph.operations().filter(|(_, op)| op.op_type == "Conv").count();
@@ -32,4 +37,3 @@ fn fused_qdq_export_equals_the_simulation() {
         assert_eq!(a, b, "fused export and simulation differ");
     }
 }
-

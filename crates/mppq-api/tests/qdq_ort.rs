@@ -162,7 +162,11 @@ fn check(name: &str, retarget: Option<Target>) -> Option<(f64, f64, f64)> {
     }
     let reloaded = mppq_onnx::load_model(&path).unwrap();
     let sim_exec = executor(&m, &device);
-    let ours = if matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3)) { executor(&m, &device) } else { executor(&reloaded, &device) };
+    let ours = if matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3)) {
+        executor(&m, &device)
+    } else {
+        executor(&reloaded, &device)
+    };
     let steps: Vec<f32> = m.graph.outputs().iter().map(|v| output_step(&m.graph, *v)).collect();
 
     let venv = std::env::var_os("MPPQ_VENV").map(PathBuf::from).unwrap_or_else(|| root().join("target/mppq-venv"));
@@ -186,11 +190,16 @@ fn check(name: &str, retarget: Option<Target>) -> Option<(f64, f64, f64)> {
     let (mut ok, mut total) = (0, 0);
     for (i, batch) in data.iter().enumerate() {
         let s = run(&sim_exec, Some(&m.graph), batch);
-        let o = if matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3)) { vec![] } else { run(&ours, None, batch) };
+        let o =
+            if matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3)) { vec![] } else { run(&ours, None, batch) };
         // Our QuantizeLinear holds no 4-bit or FP8 tensors.
         let ours_can = !matches!(retarget, Some(Target::Uint4 | Target::Fp8E4M3));
         for (k, (a, b)) in o.iter().zip(&s).enumerate().filter(|_| ours_can) {
-            assert_eq!(within_one_step(a, b, steps[k]), b.len(), "{name}: our executor on the export vs the simulation");
+            assert_eq!(
+                within_one_step(a, b, steps[k]),
+                b.len(),
+                "{name}: our executor on the export vs the simulation"
+            );
         }
         if ort_ran {
             let out = mppq_api::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz"))).unwrap();
@@ -220,11 +229,16 @@ enum Target {
 
 fn fuse_relu(g: &mut Graph) {
     use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState};
-    let relus: Vec<_> = g.operations().filter(|(_, o)| o.op_type == "Relu" && o.quant_config.is_some()).map(|(id, _)| id).collect();
+    let relus: Vec<_> =
+        g.operations().filter(|(_, o)| o.op_type == "Relu" && o.quant_config.is_some()).map(|(id, _)| id).collect();
     let mut fused = 0;
     for relu in relus {
         let x = g.operation(relu).unwrap().inputs()[0].unwrap();
-        let Some(conv) = g.producer(x).filter(|p| g.operation(*p).unwrap().op_type == "Conv" && g.consumers(x).len() == 1) else { continue };
+        let Some(conv) =
+            g.producer(x).filter(|p| g.operation(*p).unwrap().op_type == "Conv" && g.consumers(x).len() == 1)
+        else {
+            continue;
+        };
         let mut dom = g.operation(relu).unwrap().quant_config.as_ref().unwrap().output_configs[0].clone().unwrap();
         dom.state = QuantizationState::Overlapped;
         dom.dominated_by = Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 });
@@ -272,7 +286,15 @@ fn retarget_activations(g: &mut Graph, t: Target) {
 
 #[test]
 fn low_bit_sixteen_bit_fp8_and_fused_relu_exports_match_in_onnx_runtime() {
-    for (name, t) in [("tiny_cnn", Target::Uint4), ("tiny_cnn", Target::Uint6), ("tiny_cnn", Target::Uint16), ("detect_branch", Target::Fp8E4M3), ("tiny_transformer", Target::Fp8E4M3), ("tiny_cnn", Target::FusedRelu), ("detect_branch", Target::FusedRelu)] {
+    for (name, t) in [
+        ("tiny_cnn", Target::Uint4),
+        ("tiny_cnn", Target::Uint6),
+        ("tiny_cnn", Target::Uint16),
+        ("detect_branch", Target::Fp8E4M3),
+        ("tiny_transformer", Target::Fp8E4M3),
+        ("tiny_cnn", Target::FusedRelu),
+        ("detect_branch", Target::FusedRelu),
+    ] {
         match check(name, Some(t)) {
             Some((pct, snr_ort, snr_sim)) => {
                 println!("{name} {t:?}: {pct:.3} % within one step, SNR ORT {snr_ort:.2} dB, sim {snr_sim:.2} dB");

@@ -4,9 +4,7 @@
 //! computing op) stay out. Ops of types the quantizer does not declare fall back to FP32 but do
 //! not stop the region.
 
-use crate::analysis::{
-    Prepared, Proposal, activation_inputs, finalize, is_computing, is_linear_activation, prepare,
-};
+use crate::analysis::{Prepared, Proposal, activation_inputs, finalize, is_computing, is_linear_activation, prepare};
 use crate::{Dispatch, DispatchContext, DispatchError, Dispatcher};
 use mppq_ir::{Graph, OpId};
 use std::collections::HashMap;
@@ -27,10 +25,7 @@ impl Dispatcher for Aggressive {
     }
 }
 
-fn aggressive_proposals(
-    graph: &Graph,
-    prep: &Prepared,
-) -> Result<HashMap<OpId, Proposal>, DispatchError> {
+fn aggressive_proposals(graph: &Graph, prep: &Prepared) -> Result<HashMap<OpId, Proposal>, DispatchError> {
     // Each region op maps to the computing op its region started from.
     let mut root: HashMap<OpId, String> = HashMap::new();
     let mut proposals = HashMap::new();

@@ -10,32 +10,16 @@ use mppq_ir::{Graph, OpId, Operation, VarId};
 use std::collections::{HashMap, HashSet};
 
 /// Operations that carry the model's arithmetic and start the quantized region.
-pub const COMPUTING_OPS: &[&str] = &[
-    "Conv",
-    "ConvTranspose",
-    "Gemm",
-    "MatMul",
-    "Attention",
-    "MultiHeadAttention",
-    "GroupQueryAttention",
-];
+pub const COMPUTING_OPS: &[&str] =
+    &["Conv", "ConvTranspose", "Gemm", "MatMul", "Attention", "MultiHeadAttention", "GroupQueryAttention"];
 
 /// Activations that are linear pieces fused with their producer: they take its precision.
 pub const LINEAR_ACTIVATIONS: &[&str] = &["Relu", "Clip"];
 
 /// Operations whose outputs are shapes or indices whatever their inputs are. They are
 /// always SOI.
-pub const SOI_SOURCES: &[&str] = &[
-    "Shape",
-    "Size",
-    "NonZero",
-    "Range",
-    "ConstantOfShape",
-    "ArgMax",
-    "ArgMin",
-    "NonMaxSuppression",
-    "TopK",
-];
+pub const SOI_SOURCES: &[&str] =
+    &["Shape", "Size", "NonZero", "Range", "ConstantOfShape", "ArgMax", "ArgMin", "NonMaxSuppression", "TopK"];
 
 /// Operations that only read the metadata of their input (backward tracing stops there).
 const METADATA_READERS: &[&str] = &["Shape", "Size"];
@@ -51,11 +35,10 @@ pub fn is_linear_activation(op: &Operation) -> bool {
 /// Input slots of an op type that are shape or index parameters (opset 13+ layouts).
 pub fn soi_sockets(op_type: &str) -> &'static [usize] {
     match op_type {
-        "Reshape" | "Upsample" | "Gather" | "GatherElements" | "GatherND" | "ScatterND"
-        | "ScatterElements" | "Scatter" | "Expand" | "Tile" | "TopK" | "Split" | "Squeeze"
-        | "Unsqueeze" | "OneHot" | "CumSum" | "Trilu" | "CenterCropPad" | "Compress"
-        | "SplitToSequence" | "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin"
-        | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp"
+        "Reshape" | "Upsample" | "Gather" | "GatherElements" | "GatherND" | "ScatterND" | "ScatterElements"
+        | "Scatter" | "Expand" | "Tile" | "TopK" | "Split" | "Squeeze" | "Unsqueeze" | "OneHot" | "CumSum"
+        | "Trilu" | "CenterCropPad" | "Compress" | "SplitToSequence" | "ReduceSum" | "ReduceMean" | "ReduceMax"
+        | "ReduceMin" | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp"
         | "ReduceSumSquare" => &[1],
         "Slice" => &[1, 2, 3, 4],
         "Resize" => &[1, 2, 3],
@@ -72,11 +55,7 @@ pub fn soi_sockets(op_type: &str) -> &'static [usize] {
 /// The input slots of `op` that carry data (not shape/index parameters), present ones only.
 pub fn data_inputs(op: &Operation) -> impl Iterator<Item = VarId> + '_ {
     let sockets = soi_sockets(&op.op_type);
-    op.inputs()
-        .iter()
-        .enumerate()
-        .filter(move |(i, _)| !sockets.contains(i))
-        .filter_map(|(_, v)| *v)
+    op.inputs().iter().enumerate().filter(move |(i, _)| !sockets.contains(i)).filter_map(|(_, v)| *v)
 }
 
 /// Variables known before inference: initializers and outputs of ops computing on them only.
@@ -105,11 +84,7 @@ pub fn static_variables(graph: &Graph, order: &[OpId]) -> HashSet<VarId> {
 /// values or constants, at least one SOI. Backward: the producers of every shape/index input
 /// slot (Reshape's shape, Slice's starts/ends, Gather's indices, ...) and, recursively, what
 /// they compute from; tracing stops at computing ops, SOI sources and graph inputs.
-pub fn soi_region(
-    graph: &Graph,
-    order: &[OpId],
-    statics: &HashSet<VarId>,
-) -> HashMap<OpId, String> {
+pub fn soi_region(graph: &Graph, order: &[OpId], statics: &HashSet<VarId>) -> HashMap<OpId, String> {
     let mut soi: HashMap<OpId, String> = HashMap::new();
     let mut soi_vars: HashSet<VarId> = HashSet::new();
     for id in order {
@@ -131,17 +106,9 @@ pub fn soi_region(
         let data: Vec<VarId> = data_inputs(op).collect();
         let from = data.iter().find(|v| soi_vars.contains(v));
         if let Some(from) = from
-            && data
-                .iter()
-                .all(|v| soi_vars.contains(v) || statics.contains(v))
+            && data.iter().all(|v| soi_vars.contains(v) || statics.contains(v))
         {
-            soi.insert(
-                *id,
-                format!(
-                    "computes on the shape/index value `{}`",
-                    graph.var_name(*from)
-                ),
-            );
+            soi.insert(*id, format!("computes on the shape/index value `{}`", graph.var_name(*from)));
             soi_vars.extend(op.output_ids());
         }
     }
@@ -169,19 +136,10 @@ pub fn soi_region(
         if is_computing(pop) {
             continue;
         }
-        let consumer_name = graph
-            .operation(consumer)
-            .map(|o| o.name.clone())
-            .unwrap_or_default();
-        soi.entry(p).or_insert_with(|| {
-            format!(
-                "computes `{}`, a shape/index input of `{consumer_name}`",
-                graph.var_name(v)
-            )
-        });
-        if METADATA_READERS.contains(&pop.op_type.as_str())
-            || SOI_SOURCES.contains(&pop.op_type.as_str())
-        {
+        let consumer_name = graph.operation(consumer).map(|o| o.name.clone()).unwrap_or_default();
+        soi.entry(p)
+            .or_insert_with(|| format!("computes `{}`, a shape/index input of `{consumer_name}`", graph.var_name(v)));
+        if METADATA_READERS.contains(&pop.op_type.as_str()) || SOI_SOURCES.contains(&pop.op_type.as_str()) {
             continue;
         }
         for u in pop.input_ids() {
@@ -213,20 +171,13 @@ pub struct Prepared {
 /// Checks the context and runs the analyses every dispatcher needs.
 pub fn prepare(graph: &Graph, ctx: &DispatchContext) -> Result<Prepared, DispatchError> {
     if !ctx.precision.is_quantized() {
-        return Err(DispatchError::NotQuantized(
-            ctx.precision.name().to_string(),
-        ));
+        return Err(DispatchError::NotQuantized(ctx.precision.name().to_string()));
     }
     let order = graph.topological_order()?;
     let statics = static_variables(graph, &order);
     let soi = soi_region(graph, &order, &statics);
     let ignored = ctx.ignored.resolve(graph)?;
-    Ok(Prepared {
-        order,
-        statics,
-        soi,
-        ignored,
-    })
+    Ok(Prepared { order, statics, soi, ignored })
 }
 
 /// Turns proposals into a [`Dispatch`], in topological order: the ignored scope forces FP32
@@ -243,59 +194,31 @@ pub fn finalize(
     let mut out = Dispatch::new(name);
     for id in &prepared.order {
         let op = graph.operation(*id)?;
-        let proposal = proposals
-            .get(id)
-            .cloned()
-            .unwrap_or_else(|| Proposal::Fp32("no rule applied".into()));
+        let proposal = proposals.get(id).cloned().unwrap_or_else(|| Proposal::Fp32("no rule applied".into()));
         let (precision, reason) = match proposal {
             Proposal::Soi(r) => (TargetPrecision::Soi, r),
-            _ if ignored.contains_key(id) => (
-                TargetPrecision::Fp32,
-                ignored.get(id).cloned().unwrap_or_default(),
-            ),
+            _ if ignored.contains_key(id) => (TargetPrecision::Fp32, ignored.get(id).cloned().unwrap_or_default()),
             Proposal::Fp32(r) => (TargetPrecision::Fp32, r),
             Proposal::Quant(r) => (ctx.precision, r),
             Proposal::FollowProducer => {
-                let producer = op
-                    .inputs()
-                    .first()
-                    .copied()
-                    .flatten()
-                    .and_then(|v| graph.producer(v));
+                let producer = op.inputs().first().copied().flatten().and_then(|v| graph.producer(v));
                 match producer.and_then(|p| out.get(p).map(|d| (d.precision, d.op_name.clone()))) {
                     Some((p, pname)) => (p, format!("linear activation follows `{pname}`")),
-                    None => (
-                        TargetPrecision::Fp32,
-                        "linear activation with no producer".to_string(),
-                    ),
+                    None => (TargetPrecision::Fp32, "linear activation with no producer".to_string()),
                 }
             }
         };
         let (precision, reason) = if precision.is_quantized() && !ctx.declares(&op.op_type) {
-            (
-                TargetPrecision::Fp32,
-                format!("quantizer does not declare {}", op.op_type),
-            )
+            (TargetPrecision::Fp32, format!("quantizer does not declare {}", op.op_type))
         } else {
             (precision, reason)
         };
-        out.insert(
-            *id,
-            Decision {
-                op_name: op.name.clone(),
-                op_type: op.op_type.clone(),
-                precision,
-                reason,
-            },
-        );
+        out.insert(*id, Decision { op_name: op.name.clone(), op_type: op.op_type.clone(), precision, reason });
     }
     Ok(out)
 }
 
 /// The activation inputs of `op`: data slots that are not constants.
-pub fn activation_inputs<'a>(
-    op: &'a Operation,
-    statics: &'a HashSet<VarId>,
-) -> impl Iterator<Item = VarId> + 'a {
+pub fn activation_inputs<'a>(op: &'a Operation, statics: &'a HashSet<VarId>) -> impl Iterator<Item = VarId> + 'a {
     data_inputs(op).filter(move |v| !statics.contains(v))
 }

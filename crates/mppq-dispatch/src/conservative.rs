@@ -5,9 +5,7 @@
 //! The region stops at the first op that fails this; linear activations follow their producer;
 //! the shape-or-index region stays SOI.
 
-use crate::analysis::{
-    Prepared, Proposal, activation_inputs, finalize, is_computing, is_linear_activation, prepare,
-};
+use crate::analysis::{Prepared, Proposal, activation_inputs, finalize, is_computing, is_linear_activation, prepare};
 use crate::{Dispatch, DispatchContext, DispatchError, Dispatcher};
 use mppq_ir::{Graph, OpId};
 use std::collections::{HashMap, HashSet};
@@ -69,31 +67,19 @@ pub(crate) fn conservative_proposals(
             }
             Proposal::Quant("computing op".into())
         } else if is_linear_activation(op) {
-            let producer = op
-                .inputs()
-                .first()
-                .copied()
-                .flatten()
-                .and_then(|v| graph.producer(v));
+            let producer = op.inputs().first().copied().flatten().and_then(|v| graph.producer(v));
             if usable && producer.is_some_and(|p| region.contains(&p)) {
                 region.insert(*id);
             }
             Proposal::FollowProducer
         } else {
             let inputs: Vec<_> = activation_inputs(op, &prep.statics).collect();
-            let outside = inputs
-                .iter()
-                .find(|v| !graph.producer(**v).is_some_and(|p| region.contains(&p)));
-            let any_inside = inputs
-                .iter()
-                .any(|v| graph.producer(*v).is_some_and(|p| region.contains(&p)));
+            let outside = inputs.iter().find(|v| !graph.producer(**v).is_some_and(|p| region.contains(&p)));
+            let any_inside = inputs.iter().any(|v| graph.producer(*v).is_some_and(|p| region.contains(&p)));
             if !any_inside {
                 Proposal::Fp32("conservative: not fed by the quantized region".into())
             } else if PRECISION_SENSITIVE.contains(&op.op_type.as_str()) {
-                Proposal::Fp32(format!(
-                    "conservative: {} is precision-sensitive",
-                    op.op_type
-                ))
+                Proposal::Fp32(format!("conservative: {} is precision-sensitive", op.op_type))
             } else if let Some(v) = outside {
                 Proposal::Fp32(format!(
                     "conservative: input `{}` comes from outside the quantized region",
@@ -103,9 +89,7 @@ pub(crate) fn conservative_proposals(
                 if usable {
                     region.insert(*id);
                 }
-                Proposal::Quant(
-                    "conservative: every activation input comes from the quantized region".into(),
-                )
+                Proposal::Quant("conservative: every activation input comes from the quantized region".into())
             }
         };
         proposals.insert(*id, proposal);

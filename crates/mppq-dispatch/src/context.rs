@@ -103,11 +103,7 @@ impl IgnoredScope {
             }
         }
         for sg in &self.subgraphs {
-            let label = format!(
-                "ignored scope: sub-graph [{}] -> [{}]",
-                sg.inputs.join(", "),
-                sg.outputs.join(", ")
-            );
+            let label = format!("ignored scope: sub-graph [{}] -> [{}]", sg.inputs.join(", "), sg.outputs.join(", "));
             for id in subgraph_ops(graph, sg)? {
                 out.entry(id).or_insert_with(|| label.clone());
             }
@@ -117,14 +113,7 @@ impl IgnoredScope {
 }
 
 fn var_ids(graph: &Graph, names: &[String]) -> Result<Vec<VarId>, DispatchError> {
-    names
-        .iter()
-        .map(|n| {
-            graph
-                .var_id(n)
-                .ok_or_else(|| DispatchError::UnknownScopeVariable(n.clone()))
-        })
-        .collect()
+    names.iter().map(|n| graph.var_id(n).ok_or_else(|| DispatchError::UnknownScopeVariable(n.clone()))).collect()
 }
 
 /// Operations downstream of some start variable and upstream of some end variable.
@@ -132,17 +121,11 @@ fn subgraph_ops(graph: &Graph, sg: &SubgraphScope) -> Result<HashSet<OpId>, Disp
     let starts = var_ids(graph, &sg.inputs)?;
     let ends = var_ids(graph, &sg.outputs)?;
     let mut below: HashSet<OpId> = HashSet::new();
-    let mut queue: VecDeque<OpId> = starts
-        .iter()
-        .flat_map(|v| graph.consumers(*v).iter().copied())
-        .collect();
+    let mut queue: VecDeque<OpId> = starts.iter().flat_map(|v| graph.consumers(*v).iter().copied()).collect();
     while let Some(op) = queue.pop_front() {
         if below.insert(op) {
             // Do not walk past an end variable.
-            let stops = graph
-                .operation(op)
-                .map(|o| o.output_ids().all(|v| ends.contains(&v)))
-                .unwrap_or(true);
+            let stops = graph.operation(op).map(|o| o.output_ids().all(|v| ends.contains(&v))).unwrap_or(true);
             if !stops {
                 queue.extend(graph.downstream(op));
             }

@@ -25,10 +25,7 @@ pub struct Dispatch {
 
 impl Dispatch {
     pub fn new(dispatcher: impl Into<String>) -> Self {
-        Self {
-            dispatcher: dispatcher.into(),
-            decisions: BTreeMap::new(),
-        }
+        Self { dispatcher: dispatcher.into(), decisions: BTreeMap::new() }
     }
 
     /// Records (or replaces) the decision for `op`.
@@ -77,34 +74,11 @@ impl Dispatch {
 impl fmt::Display for Dispatch {
     /// A table: operation, type, precision, reason.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let w_name = self
-            .decisions
-            .values()
-            .map(|d| d.op_name.len())
-            .chain([9])
-            .max()
-            .unwrap_or(9);
-        let w_type = self
-            .decisions
-            .values()
-            .map(|d| d.op_type.len())
-            .chain([4])
-            .max()
-            .unwrap_or(4);
-        writeln!(
-            f,
-            "{:<w_name$}  {:<w_type$}  {:<9}  reason",
-            "operation", "type", "precision"
-        )?;
+        let w_name = self.decisions.values().map(|d| d.op_name.len()).chain([9]).max().unwrap_or(9);
+        let w_type = self.decisions.values().map(|d| d.op_type.len()).chain([4]).max().unwrap_or(4);
+        writeln!(f, "{:<w_name$}  {:<w_type$}  {:<9}  reason", "operation", "type", "precision")?;
         for d in self.decisions.values() {
-            writeln!(
-                f,
-                "{:<w_name$}  {:<w_type$}  {:<9}  {}",
-                d.op_name,
-                d.op_type,
-                d.precision.name(),
-                d.reason
-            )?;
+            writeln!(f, "{:<w_name$}  {:<w_type$}  {:<9}  {}", d.op_name, d.op_type, d.precision.name(), d.reason)?;
         }
         Ok(())
     }

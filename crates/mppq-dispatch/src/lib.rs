@@ -58,41 +58,24 @@ type Registry = RwLock<BTreeMap<String, Arc<dyn Dispatcher>>>;
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        let builtins: [Arc<dyn Dispatcher>; 5] = [
-            Arc::new(Allin),
-            Arc::new(Aggressive),
-            Arc::new(Conservative),
-            Arc::new(Pointwise),
-            Arc::new(Perseus),
-        ];
-        RwLock::new(
-            builtins
-                .into_iter()
-                .map(|d| (d.name().to_string(), d))
-                .collect(),
-        )
+        let builtins: [Arc<dyn Dispatcher>; 5] =
+            [Arc::new(Allin), Arc::new(Aggressive), Arc::new(Conservative), Arc::new(Pointwise), Arc::new(Perseus)];
+        RwLock::new(builtins.into_iter().map(|d| (d.name().to_string(), d)).collect())
     })
 }
 
 /// The dispatcher registered as `name`.
 pub fn dispatcher_by_name(name: &str) -> Result<Arc<dyn Dispatcher>, DispatchError> {
     let map = registry().read().unwrap_or_else(|e| e.into_inner());
-    map.get(name)
-        .cloned()
-        .ok_or_else(|| DispatchError::UnknownDispatcher {
-            name: name.to_string(),
-            valid: map.keys().cloned().collect(),
-        })
+    map.get(name).cloned().ok_or_else(|| DispatchError::UnknownDispatcher {
+        name: name.to_string(),
+        valid: map.keys().cloned().collect(),
+    })
 }
 
 /// Names of the registered dispatchers, sorted.
 pub fn dispatcher_names() -> Vec<String> {
-    registry()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys()
-        .cloned()
-        .collect()
+    registry().read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
 }
 
 /// Registers a user dispatcher under its [`Dispatcher::name`]; a taken name is an error.

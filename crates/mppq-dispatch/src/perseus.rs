@@ -3,9 +3,7 @@
 //! only (constant-foldable) and the ops that mix shape/index values with activations; linear
 //! activations follow their producer.
 
-use crate::analysis::{
-    Proposal, data_inputs, finalize, is_computing, is_linear_activation, prepare,
-};
+use crate::analysis::{Proposal, data_inputs, finalize, is_computing, is_linear_activation, prepare};
 use crate::{Dispatch, DispatchContext, DispatchError, Dispatcher};
 use mppq_ir::Graph;
 use std::collections::{HashMap, HashSet};

@@ -10,11 +10,10 @@ use burn::tensor::DType;
 macro_rules! flex_f32 {
     ($t:expr) => {
         match $t.dispatch() {
-            DispatchTensor { kind: DispatchTensorKind::Flex(BackendTensor::Float(ft)), autodiff: DispatchAutodiffContext::Disabled }
-                if ft.dtype() == DType::F32 =>
-            {
-                Some(ft)
-            }
+            DispatchTensor {
+                kind: DispatchTensorKind::Flex(BackendTensor::Float(ft)),
+                autodiff: DispatchAutodiffContext::Disabled,
+            } if ft.dtype() == DType::F32 => Some(ft),
             _ => None,
         }
     };

@@ -57,7 +57,8 @@ impl Executor {
                 constants.push((slot(id, graph), Value::Tensor(tensor)));
             }
         }
-        let feeds = graph.feed_inputs().into_iter().map(|id| (graph.var_name(id).to_string(), slot(id, graph))).collect();
+        let feeds =
+            graph.feed_inputs().into_iter().map(|id| (graph.var_name(id).to_string(), slot(id, graph))).collect();
         let mut steps = Vec::new();
         for id in graph.topological_order()? {
             let op = graph.operation(id)?;
@@ -65,15 +66,18 @@ impl Executor {
             let node = OpNode { op, opset, device, registry };
             let kernel = registry.build(&node)?;
             let names = graph.implicit_input_names(id);
-            steps.push((Step {
-                op: id,
-                name: node.label().to_string(),
-                op_type: op.op_type.clone(),
-                kernel,
-                inputs: op.inputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
-                outputs: op.outputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
-                implicit: Vec::new(),
-            }, names));
+            steps.push((
+                Step {
+                    op: id,
+                    name: node.label().to_string(),
+                    op_type: op.op_type.clone(),
+                    kernel,
+                    inputs: op.inputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
+                    outputs: op.outputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
+                    implicit: Vec::new(),
+                },
+                names,
+            ));
         }
         let outputs = graph.outputs().iter().map(|id| (graph.var_name(*id).to_string(), slot(*id, graph))).collect();
         // Names read from enclosing scopes get a slot even when only a nested sub-graph reads
@@ -94,10 +98,8 @@ impl Executor {
         let mut steps: Vec<Step> = steps
             .into_iter()
             .map(|(step, names): (Step, Vec<String>)| {
-                let implicit = names
-                    .into_iter()
-                    .filter_map(|n| slot_names.iter().position(|x| *x == n).map(|s| (n, s)))
-                    .collect();
+                let implicit =
+                    names.into_iter().filter_map(|n| slot_names.iter().position(|x| *x == n).map(|s| (n, s))).collect();
                 Step { implicit, ..step }
             })
             .collect();
@@ -143,8 +145,10 @@ impl Executor {
         hooks: &mut [&mut dyn ExecHook],
     ) -> Result<Vec<(String, Value)>> {
         let slot_of = |name: &str| self.slot_names.iter().position(|n| n == name);
-        let wanted_slots: Vec<usize> =
-            wanted.iter().map(|n| slot_of(n).ok_or_else(|| ExecError::MissingValue(n.clone()))).collect::<Result<_>>()?;
+        let wanted_slots: Vec<usize> = wanted
+            .iter()
+            .map(|n| slot_of(n).ok_or_else(|| ExecError::MissingValue(n.clone())))
+            .collect::<Result<_>>()?;
 
         // Which steps are needed: walk back from the wanted slots.
         let producer: HashMap<usize, usize> =
@@ -195,7 +199,8 @@ impl Executor {
             fed.insert(slot);
         }
         for (name, slot) in &self.feeds {
-            if !fed.contains(slot) && needed.iter().zip(&self.steps).any(|(n, s)| *n && s.inputs.contains(&Some(*slot))) {
+            if !fed.contains(slot) && needed.iter().zip(&self.steps).any(|(n, s)| *n && s.inputs.contains(&Some(*slot)))
+            {
                 return Err(ExecError::Input { name: name.clone(), message: "was not fed".into() });
             }
         }
@@ -206,14 +211,20 @@ impl Executor {
             }
             // After a backend panic a GPU device may hold corrupt buffers: refuse to compute.
             if let Some(why) = self.device.poisoned() {
-                return Err(ExecError::DevicePoisoned { node: step.name.clone(), op_type: step.op_type.clone(), cause: why });
+                return Err(ExecError::DevicePoisoned {
+                    node: step.name.clone(),
+                    op_type: step.op_type.clone(),
+                    cause: why,
+                });
             }
             let mut inputs: Vec<Option<Value>> = Vec::with_capacity(step.inputs.len());
             for s in &step.inputs {
                 let v = match s {
                     None => None,
                     Some(s) => {
-                        let last = last_use.get(s) == Some(&i) && !keep.contains(s) && step.inputs.iter().filter(|x| **x == Some(*s)).count() == 1;
+                        let last = last_use.get(s) == Some(&i)
+                            && !keep.contains(s)
+                            && step.inputs.iter().filter(|x| **x == Some(*s)).count() == 1;
                         let v = if last { values[*s].take() } else { values[*s].clone() };
                         Some(v.ok_or_else(|| ExecError::MissingValue(self.slot_names[*s].clone()))?)
                     }
@@ -221,7 +232,11 @@ impl Executor {
                 inputs.push(v);
             }
             if !step.kernel.handles_low_precision()
-                && let Some(dt) = inputs.iter().flatten().filter_map(Value::as_tensor).find_map(|t| t.stand_in_for().filter(|d| is_low_precision(*d)))
+                && let Some(dt) = inputs
+                    .iter()
+                    .flatten()
+                    .filter_map(Value::as_tensor)
+                    .find_map(|t| t.stand_in_for().filter(|d| is_low_precision(*d)))
             {
                 return Err(ExecError::NotImplemented {
                     node: step.name.clone(),
@@ -240,7 +255,8 @@ impl Executor {
                 }
             }
             let stand_in = inputs.iter().flatten().filter_map(Value::as_tensor).find_map(Tensor::stand_in_for);
-            let ctx = KernelContext { device: &self.device, node: &step.name, op_type: &step.op_type, captured: &scope };
+            let ctx =
+                KernelContext { device: &self.device, node: &step.name, op_type: &step.op_type, captured: &scope };
             // Burn asserts on inconsistent shapes; an operator that missed a check must still
             // not bring the process down.
             let result = catch_unwind(AssertUnwindSafe(|| step.kernel.run(&ctx, inputs))).unwrap_or_else(|panic| {
@@ -249,7 +265,8 @@ impl Executor {
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "unknown panic".into());
-                self.device.poison(format!("node `{}` ({}) panicked in the backend: {message}", step.name, step.op_type));
+                self.device
+                    .poison(format!("node `{}` ({}) panicked in the backend: {message}", step.name, step.op_type));
                 Err(ExecError::Backend { node: step.name.clone(), op_type: step.op_type.clone(), message })
             });
             let mut outputs = result?;

@@ -25,7 +25,9 @@ pub enum ExecError {
     Backend { node: String, op_type: String, message: String },
     /// A GPU device on which an earlier backend panic was caught: its buffers may be corrupt, so
     /// it computes nothing more in this process (restart it, or run on `cpu`).
-    #[error("node `{node}` ({op_type}) not run: the device is unusable after an earlier backend failure ({cause}); restart the process or use the cpu device")]
+    #[error(
+        "node `{node}` ({op_type}) not run: the device is unusable after an earlier backend failure ({cause}); restart the process or use the cpu device"
+    )]
     DevicePoisoned { node: String, op_type: String, cause: String },
     #[error(transparent)]
     Ir(#[from] IrError),

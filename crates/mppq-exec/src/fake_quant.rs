@@ -40,7 +40,9 @@ use crate::hooks::FakeQuantizer;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps};
-use burn::backend::{BackendTensor, Dispatch, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind, TensorMetadata};
+use burn::backend::{
+    BackendTensor, Dispatch, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind, TensorMetadata,
+};
 use burn::tensor::{DType, FloatDType, Scalar, Shape};
 use mppq_ir::IrError;
 use mppq_ir::lowp::{MiniFloat, round_to_precision};
@@ -94,9 +96,11 @@ pub struct FloatFormat {
 
 impl FloatFormat {
     /// E4M3FN: max 448, no infinities, NaN only at S.1111.111.
-    pub const E4M3: FloatFormat = FloatFormat { exponent_bits: 4, mantissa_bits: 3, max: MiniFloat::E4M3FN.max, has_inf: false };
+    pub const E4M3: FloatFormat =
+        FloatFormat { exponent_bits: 4, mantissa_bits: 3, max: MiniFloat::E4M3FN.max, has_inf: false };
     /// E5M2: IEEE-style, max 57344, with infinities.
-    pub const E5M2: FloatFormat = FloatFormat { exponent_bits: 5, mantissa_bits: 2, max: MiniFloat::E5M2.max, has_inf: true };
+    pub const E5M2: FloatFormat =
+        FloatFormat { exponent_bits: 5, mantissa_bits: 2, max: MiniFloat::E5M2.max, has_inf: true };
 
     /// The format for `(exponent_bits, mantissa_bits)`: E4M3 is the FN variant (the one FP8
     /// hardware and ONNX use), every other pair is IEEE-style (top exponent reserved for ∞/NaN).
@@ -268,9 +272,10 @@ pub fn fake_quant_with(t: Tensor, config: &TensorQuantConfig, path: KernelPath) 
 /// gives `t` back unchanged otherwise. The flag says whether it ran.
 fn fused(t: DispatchTensor, plan: &Plan) -> (DispatchTensor, bool) {
     match t {
-        DispatchTensor { kind: DispatchTensorKind::Flex(BackendTensor::Float(mut ft)), autodiff: DispatchAutodiffContext::Disabled }
-            if ft.dtype() == DType::F32 =>
-        {
+        DispatchTensor {
+            kind: DispatchTensorKind::Flex(BackendTensor::Float(mut ft)),
+            autodiff: DispatchAutodiffContext::Disabled,
+        } if ft.dtype() == DType::F32 => {
             if !(ft.is_contiguous() && ft.layout().start_offset() == 0) {
                 ft = ft.to_contiguous();
             }
@@ -286,7 +291,10 @@ fn fused(t: DispatchTensor, plan: &Plan) -> (DispatchTensor, bool) {
                     None => false,
                 }
             };
-            let t = DispatchTensor { kind: DispatchTensorKind::Flex(BackendTensor::Float(ft)), autodiff: DispatchAutodiffContext::Disabled };
+            let t = DispatchTensor {
+                kind: DispatchTensorKind::Flex(BackendTensor::Float(ft)),
+                autodiff: DispatchAutodiffContext::Disabled,
+            };
             (t, ok)
         }
         other => (other, false),
@@ -296,7 +304,9 @@ fn fused(t: DispatchTensor, plan: &Plan) -> (DispatchTensor, bool) {
 /// Applies `plan` to a contiguous row-major float32 buffer of the planned shape.
 fn run_plan(buf: &mut [f32], plan: &Plan) {
     match plan {
-        Plan::Linear { ch, qmin, qmax, rounding } => fake_quant_linear_slice(buf, ch.split, &ch.scale, &ch.offset, *qmin, *qmax, *rounding),
+        Plan::Linear { ch, qmin, qmax, rounding } => {
+            fake_quant_linear_slice(buf, ch.split, &ch.scale, &ch.offset, *qmin, *qmax, *rounding)
+        }
         Plan::Floating { ch, fmt, lo, hi } => fake_quant_float_slice(buf, ch.split, &ch.scale, *fmt, *lo, *hi),
     }
 }
@@ -410,13 +420,26 @@ pub fn linear_exact(x: f32, s: f32, o: f32, qmin: f64, qmax: f64, rounding: Roun
     }
     let q = rounding.round(f64::from(v)) + f64::from(o);
     // Not f64::clamp, which panics on a reversed range.
-    let q = if q < qmin { qmin } else if q > qmax { qmax } else { q };
+    let q = if q < qmin {
+        qmin
+    } else if q > qmax {
+        qmax
+    } else {
+        q
+    };
     ((q - f64::from(o)) as f32) * s
 }
 
 /// The fused floating kernel on a contiguous buffer: `y = fmt(x / s)` clamped to `[lo, hi]`,
 /// times `s`.
-pub fn fake_quant_float_slice(buf: &mut [f32], split: (usize, usize, usize), scale: &[f32], fmt: FloatFormat, lo: f32, hi: f32) {
+pub fn fake_quant_float_slice(
+    buf: &mut [f32],
+    split: (usize, usize, usize),
+    scale: &[f32],
+    fmt: FloatFormat,
+    lo: f32,
+    hi: f32,
+) {
     let Some(fast) = FastFormat::new(fmt) else {
         for_channels(buf, split, |run, c| {
             let s = scale.get(c).copied().unwrap_or(1.0);
@@ -546,7 +569,9 @@ fn chained(x: DispatchTensor, plan: &Plan, shape: &[usize]) -> DispatchTensor {
 /// comparisons only.
 fn round_chain(v: DispatchTensor, policy: RoundingPolicy) -> DispatchTensor {
     use RoundingPolicy::*;
-    let up = |t: DispatchTensor, mask: DispatchTensor| Dispatch::float_add(t, Dispatch::bool_into_float(mask, FloatDType::F32));
+    let up = |t: DispatchTensor, mask: DispatchTensor| {
+        Dispatch::float_add(t, Dispatch::bool_into_float(mask, FloatDType::F32))
+    };
     match policy {
         HalfEven => Dispatch::float_round(v),
         Floor => Dispatch::float_floor(v),
@@ -567,9 +592,15 @@ fn round_chain(v: DispatchTensor, policy: RoundingPolicy) -> DispatchTensor {
                 HalfDown => gt,
                 _ => {
                     let side = if policy == HalfAwayFromZero {
-                        { let bd = crate::tensor::bool_for(&v); Dispatch::float_greater_elem(v, Scalar::from(0.0), bd) }
+                        {
+                            let bd = crate::tensor::bool_for(&v);
+                            Dispatch::float_greater_elem(v, Scalar::from(0.0), bd)
+                        }
                     } else {
-                        { let bd = crate::tensor::bool_for(&v); Dispatch::float_lower_elem(v, Scalar::from(0.0), bd) }
+                        {
+                            let bd = crate::tensor::bool_for(&v);
+                            Dispatch::float_lower_elem(v, Scalar::from(0.0), bd)
+                        }
                     };
                     Dispatch::bool_or(gt, Dispatch::bool_and(tie, side))
                 }

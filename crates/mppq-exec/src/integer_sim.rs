@@ -35,7 +35,11 @@ pub struct IntegerConv {
 /// A config whose parameters hold for the tensor: applied here, or applied by the config that
 /// overlaps it (which copies its parameters in).
 fn holds(c: &TensorQuantConfig) -> bool {
-    let state_ok = c.state.is_active() || matches!(c.state, QuantizationState::Overlapped | QuantizationState::Baked | QuantizationState::PassiveBaked);
+    let state_ok = c.state.is_active()
+        || matches!(
+            c.state,
+            QuantizationState::Overlapped | QuantizationState::Baked | QuantizationState::PassiveBaked
+        );
     state_ok && !c.policy.is_floating() && !c.scale.is_empty() && c.scale.len() == c.offset.len()
 }
 
@@ -65,7 +69,11 @@ impl IntegerConv {
             Some(Some(_)) => return None,
             _ => None,
         };
-        let y = config.output_configs.first()?.as_ref().filter(|c| holds(c) && per_tensor(c) && full_8bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
+        let y = config
+            .output_configs
+            .first()?
+            .as_ref()
+            .filter(|c| holds(c) && per_tensor(c) && full_8bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
         let (x_scale, y_scale, y_zero) = (x.scale[0], y.scale[0], y.offset[0]);
         let multiplier = w.scale.iter().map(|sw| x_scale * sw / y_scale).collect();
         Some(Self {
@@ -82,7 +90,8 @@ impl IntegerConv {
     /// Replaces the (already fake-quantized) inputs by their integer codes: `x/s_x`, `w/s_w[c]`,
     /// `b/s_b[c]`, each rounded to remove the ulps of the division.
     pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
-        let scales: [Option<&[f32]>; 3] = [Some(std::slice::from_ref(&self.x_scale)), Some(&self.w_scale), self.b_scale.as_deref()];
+        let scales: [Option<&[f32]>; 3] =
+            [Some(std::slice::from_ref(&self.x_scale)), Some(&self.w_scale), self.b_scale.as_deref()];
         for (slot, scale) in inputs.iter_mut().zip(scales) {
             let (Some(scale), Some(Value::Tensor(t))) = (scale, slot.as_ref()) else { continue };
             *slot = Some(Value::Tensor(map_channels(t, 0, scale, |v, s| (v / s).round_ties_even())?));
@@ -110,7 +119,10 @@ fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) ->
     let shape = t.shape();
     let channels = shape.get(axis).copied().unwrap_or(1);
     if params.len() != 1 && params.len() != channels {
-        return Err(fail(format!("{} per-channel parameters for {channels} channels on axis {axis} of {shape:?}", params.len())));
+        return Err(fail(format!(
+            "{} per-channel parameters for {channels} channels on axis {axis} of {shape:?}",
+            params.len()
+        )));
     }
     let inner: usize = shape.iter().skip(axis + 1).product();
     let mut values = t.to_f32_vec();
@@ -155,7 +167,10 @@ mod tests {
         assert!(IntegerConv::plan("Gemm", &cfg).is_none());
         let mut narrow = cfg.clone();
         narrow.output_configs[0].as_mut().unwrap().quant_max = 15;
-        assert!(IntegerConv::plan("Conv", &narrow).is_none(), "4-bit outputs are exported with a Clip: float in the runtime");
+        assert!(
+            IntegerConv::plan("Conv", &narrow).is_none(),
+            "4-bit outputs are exported with a Clip: float in the runtime"
+        );
         let mut float_bias = cfg.clone();
         float_bias.input_configs[2].as_mut().unwrap().state = QuantizationState::Fp32;
         assert!(IntegerConv::plan("Conv", &float_bias).is_none());
@@ -181,7 +196,8 @@ mod tests {
             Some(Value::Tensor(Tensor::from_f32(&[2], b, &device))),
         ];
         plan.integer_inputs(&mut inputs).unwrap();
-        let codes: Vec<Vec<f32>> = inputs.iter().map(|v| v.as_ref().unwrap().as_tensor().unwrap().to_f32_vec()).collect();
+        let codes: Vec<Vec<f32>> =
+            inputs.iter().map(|v| v.as_ref().unwrap().as_tensor().unwrap().to_f32_vec()).collect();
         assert_eq!(codes, vec![vec![-3.0, 4.0, 252.0], vec![-64.0, 63.0], vec![5.0, -9.0]]);
 
         // Accumulators per output channel; m[c] = s_x·s_w[c]/s_y in float32.

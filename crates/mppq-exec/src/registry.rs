@@ -63,7 +63,11 @@ impl OpNode<'_> {
     }
 
     pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>> {
-        self.op.attr(name).map(|a| a.as_floats(name).map(<[f32]>::to_vec)).transpose().map_err(|e| self.err(e.to_string()))
+        self.op
+            .attr(name)
+            .map(|a| a.as_floats(name).map(<[f32]>::to_vec))
+            .transpose()
+            .map_err(|e| self.err(e.to_string()))
     }
 
     pub fn has(&self, name: &str) -> bool {
@@ -87,7 +91,11 @@ impl KernelContext<'_> {
 
     /// A run-time "this mode is not implemented" error (counted as unsupported, not wrong).
     pub fn not_implemented(&self, feature: impl Into<String>) -> ExecError {
-        ExecError::NotImplemented { node: self.node.to_string(), op_type: self.op_type.to_string(), feature: feature.into() }
+        ExecError::NotImplemented {
+            node: self.node.to_string(),
+            op_type: self.op_type.to_string(),
+            feature: feature.into(),
+        }
     }
 
     /// Input helper naming this node in its errors.

@@ -149,7 +149,12 @@ struct Logical {
 }
 
 /// Uploads `data`'s values into its stand-in: F32 (`float`) or I32 (sign-extended integers).
-fn upload_stand_in(data: &TensorData, float: bool, shape: Shape, dev: &burn::backend::DispatchDevice) -> std::result::Result<DispatchTensor, String> {
+fn upload_stand_in(
+    data: &TensorData,
+    float: bool,
+    shape: Shape,
+    dev: &burn::backend::DispatchDevice,
+) -> std::result::Result<DispatchTensor, String> {
     Ok(if float {
         let values = data.to_f32_vec().map_err(|e| e.to_string())?;
         Dispatch::float_from_data(burn::tensor::TensorData::new(values, shape), dev)
@@ -176,7 +181,11 @@ impl Tensor {
 
     /// A physical rank-0 or `[1]` tensor held as a logical scalar.
     fn hold_as_scalar(self) -> Self {
-        let inner = if self.inner.shape().num_dims() == 0 { reshape_raw(self.kind(), self.inner, Shape::from(vec![1])) } else { self.inner };
+        let inner = if self.inner.shape().num_dims() == 0 {
+            reshape_raw(self.kind(), self.inner, Shape::from(vec![1]))
+        } else {
+            self.inner
+        };
         Self { inner, logical: Logical { scalar: true, ..self.logical } }
     }
 
@@ -237,7 +246,8 @@ impl Tensor {
             let inner = upload_stand_in(data, data.dtype().is_float(), shape, dev).map_err(cannot)?;
             return Ok(Self { inner, logical });
         }
-        let dtype = burn_dtype(data.dtype()).ok_or_else(|| cannot(format!("{} tensors cannot be computed with", data.dtype())))?;
+        let dtype = burn_dtype(data.dtype())
+            .ok_or_else(|| cannot(format!("{} tensors cannot be computed with", data.dtype())))?;
         let inner = match data.dtype() {
             DataType::Bool => {
                 let bytes = data.packed().unwrap_or_default().to_vec();
@@ -258,7 +268,11 @@ impl Tensor {
             d => {
                 let bytes = data.packed().unwrap_or_default().to_vec();
                 let burn_data = burn::tensor::TensorData::from_bytes_vec(bytes, shape, dtype);
-                if d.is_float() { Dispatch::float_from_data(burn_data, dev) } else { Dispatch::int_from_data(burn_data, dev) }
+                if d.is_float() {
+                    Dispatch::float_from_data(burn_data, dev)
+                } else {
+                    Dispatch::int_from_data(burn_data, dev)
+                }
             }
         };
         Ok(Self { inner, logical })
@@ -348,9 +362,17 @@ impl Tensor {
         if is_low_precision(dtype) {
             // Encoding is exact: the stand-in holds values of the type.
             return Ok(if dtype.is_float() {
-                TensorData::from_f32_codes(dtype, shape, &data.convert::<f32>().try_to_vec::<f32>().unwrap_or_default())?
+                TensorData::from_f32_codes(
+                    dtype,
+                    shape,
+                    &data.convert::<f32>().try_to_vec::<f32>().unwrap_or_default(),
+                )?
             } else {
-                TensorData::from_i64_sub_byte(dtype, shape, &data.convert::<i64>().try_to_vec::<i64>().unwrap_or_default())?
+                TensorData::from_i64_sub_byte(
+                    dtype,
+                    shape,
+                    &data.convert::<i64>().try_to_vec::<i64>().unwrap_or_default(),
+                )?
             });
         }
         if dtype == DataType::Bool {
@@ -375,7 +397,14 @@ impl Tensor {
     /// Values as i64 (floats truncate), e.g. for shape and index arguments.
     pub fn to_i64_vec(&self) -> Vec<i64> {
         match self.kind() {
-            Kind::Bool => self.to_burn_data().convert::<u8>().try_to_vec::<u8>().unwrap_or_default().into_iter().map(i64::from).collect(),
+            Kind::Bool => self
+                .to_burn_data()
+                .convert::<u8>()
+                .try_to_vec::<u8>()
+                .unwrap_or_default()
+                .into_iter()
+                .map(i64::from)
+                .collect(),
             _ => self.to_onnx_burn_data().convert::<i64>().try_to_vec::<i64>().unwrap_or_default(),
         }
     }
@@ -400,7 +429,11 @@ impl Tensor {
             return self.cast_to_low_precision(to, options).ok_or_else(unsupported);
         }
         // A low-precision stand-in holds its exact values in F32/I32: cast those.
-        let this = if self.logical.dtype.is_some_and(is_low_precision) { Self { logical: Logical { dtype: None, ..self.logical }, ..self } } else { self };
+        let this = if self.logical.dtype.is_some_and(is_low_precision) {
+            Self { logical: Logical { dtype: None, ..self.logical }, ..self }
+        } else {
+            self
+        };
         this.cast_plain(to)
     }
 
@@ -417,14 +450,21 @@ impl Tensor {
         // f64 sources round once (no detour through f32), except into E8M0, whose rule is on
         // the f32 bits (as ONNX's reference).
         let values: Vec<f32> = match (MiniFloat::of(to), self.dtype()) {
-            (Some(fmt), DataType::Double) => self.to_f64_vec().into_iter().map(|v| fmt.decode(fmt.encode_f64(v, options.saturate))).collect(),
-            (Some(fmt), _) => self.to_f32_vec().into_iter().map(|v| fmt.round(v, options.saturate)).collect(),
-            (None, _) => {
-                self.to_f32_vec().into_iter().map(|v| lowp::e8m0_decode(lowp::e8m0_encode(v, options.saturate, options.e8m0))).collect()
+            (Some(fmt), DataType::Double) => {
+                self.to_f64_vec().into_iter().map(|v| fmt.decode(fmt.encode_f64(v, options.saturate))).collect()
             }
+            (Some(fmt), _) => self.to_f32_vec().into_iter().map(|v| fmt.round(v, options.saturate)).collect(),
+            (None, _) => self
+                .to_f32_vec()
+                .into_iter()
+                .map(|v| lowp::e8m0_decode(lowp::e8m0_encode(v, options.saturate, options.e8m0)))
+                .collect(),
         };
         let held = self.like_f32(&shape, values);
-        Some(Self { inner: held.inner, logical: Logical { scalar: held.logical.scalar, dtype: Some(to), decided: true } })
+        Some(Self {
+            inner: held.inner,
+            logical: Logical { scalar: held.logical.scalar, dtype: Some(to), decided: true },
+        })
     }
 
     /// The cast between types Burn holds (or their stand-ins on a device that lacks them).
@@ -434,7 +474,9 @@ impl Tensor {
         }
         let unsupported = || ExecError::Input { name: String::new(), message: format!("cannot cast to {to}") };
         let dev = self.inner.device();
-        let emulate = !device::is_cpu(&dev) && to != DataType::Bool && burn_dtype(to).is_some_and(|d| !device::supports_dtype(&dev, d));
+        let emulate = !device::is_cpu(&dev)
+            && to != DataType::Bool
+            && burn_dtype(to).is_some_and(|d| !device::supports_dtype(&dev, d));
         let logical = Logical { scalar: self.logical.scalar, dtype: None, decided: true };
         if emulate {
             let stand_in = stand_in_dtype(to).ok_or_else(unsupported)?;
@@ -450,11 +492,17 @@ impl Tensor {
                 let out = self.not_equal(&zero);
                 return Ok(Self { inner: out.inner, logical });
             }
-            (Kind::Float, t) if t.is_float() => Dispatch::float_cast(self.inner, float_dtype(t).ok_or_else(unsupported)?),
+            (Kind::Float, t) if t.is_float() => {
+                Dispatch::float_cast(self.inner, float_dtype(t).ok_or_else(unsupported)?)
+            }
             (Kind::Float, t) => Dispatch::float_into_int(self.inner, int_dtype(t).ok_or_else(unsupported)?),
-            (Kind::Int, t) if t.is_float() => Dispatch::int_into_float(self.inner, float_dtype(t).ok_or_else(unsupported)?),
+            (Kind::Int, t) if t.is_float() => {
+                Dispatch::int_into_float(self.inner, float_dtype(t).ok_or_else(unsupported)?)
+            }
             (Kind::Int, t) => Dispatch::int_cast(self.inner, int_dtype(t).ok_or_else(unsupported)?),
-            (Kind::Bool, t) if t.is_float() => Dispatch::bool_into_float(self.inner, float_dtype(t).ok_or_else(unsupported)?),
+            (Kind::Bool, t) if t.is_float() => {
+                Dispatch::bool_into_float(self.inner, float_dtype(t).ok_or_else(unsupported)?)
+            }
             (Kind::Bool, t) => Dispatch::bool_into_int(self.inner, int_dtype(t).ok_or_else(unsupported)?),
         };
         Ok(Self { inner, logical })
@@ -540,7 +588,11 @@ impl Tensor {
         let scalar = shape.is_empty() && !device::is_cpu(&self.inner.device());
         let target = if scalar { vec![1] } else { shape.to_vec() };
         let (logical, kind) = (self.logical, self.kind());
-        let out = if self.inner.shape().to_vec() == target { self.inner } else { reshape_raw(kind, self.inner, Shape::from(target)) };
+        let out = if self.inner.shape().to_vec() == target {
+            self.inner
+        } else {
+            reshape_raw(kind, self.inner, Shape::from(target))
+        };
         Self { inner: out, logical: Logical { scalar, ..logical } }
     }
 
@@ -650,7 +702,10 @@ fn reshape_raw(kind: Kind, t: DispatchTensor, shape: Shape) -> DispatchTensor {
 
 /// Brings two operands of a broadcasting operation to their common shape (numpy rules), or
 /// returns their shapes when they do not broadcast.
-pub fn broadcast_pair(a: Tensor, b: Tensor) -> std::result::Result<(Tensor, Tensor, Vec<usize>), (Vec<usize>, Vec<usize>)> {
+pub fn broadcast_pair(
+    a: Tensor,
+    b: Tensor,
+) -> std::result::Result<(Tensor, Tensor, Vec<usize>), (Vec<usize>, Vec<usize>)> {
     let (sa, sb) = (a.shape(), b.shape());
     let Some(out) = broadcast_shapes(&sa, &sb) else { return Err((sa, sb)) };
     let lift = |t: Tensor, s: &[usize]| {

@@ -98,7 +98,8 @@ fn unsupported_operator_names_type_node_domain_and_opset() {
     let x = g.ensure_variable("x");
     let y = g.ensure_variable("y");
     g.add_graph_input(x).unwrap();
-    g.add_operation(Operation::new("FancyOp", "fancy_1").with_domain("com.example", 3), &[Some(x)], &[Some(y)]).unwrap();
+    g.add_operation(Operation::new("FancyOp", "fancy_1").with_domain("com.example", 3), &[Some(x)], &[Some(y)])
+        .unwrap();
     g.add_graph_output(y).unwrap();
     let err = Executor::new(&g, &OpRegistry::builtin(), &Device::cpu(), &|_| 3).err().unwrap();
     assert!(matches!(err, ExecError::Unsupported { .. }));

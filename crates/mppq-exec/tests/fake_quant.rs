@@ -4,9 +4,12 @@
 //! by the executor, and input fake-quant in plain forward.
 
 use mppq_exec::fake_quant::{FloatFormat, KernelPath, fake_quant_with, is_power_of_two};
-use mppq_exec::{BurnFakeQuant, Device, ExecError, Executor, FakeQuantizer, OpRegistry, QuantSimulation, Tensor, Value};
+use mppq_exec::{
+    BurnFakeQuant, Device, ExecError, Executor, FakeQuantizer, OpRegistry, QuantSimulation, Tensor, Value,
+};
 use mppq_ir::quant::{
-    OperationQuantConfig, QuantizationPolicy, QuantizationProperty::*, QuantizationState, RoundingPolicy, TensorQuantConfig,
+    OperationQuantConfig, QuantizationPolicy, QuantizationProperty::*, QuantizationState, RoundingPolicy,
+    TensorQuantConfig,
 };
 use mppq_ir::{Attribute, Graph, IrError, Operation, TensorData};
 
@@ -68,10 +71,21 @@ fn same(a: f32, b: f32) -> bool {
 fn assert_all_same(got: &[f32], want: &[f32], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     let bad: Vec<_> = got.iter().zip(want).enumerate().filter(|(_, (g, w))| !same(**g, **w)).take(5).collect();
-    assert!(bad.is_empty(), "{what}: {} mismatches, first (index, (got, want)): {bad:?}", got.iter().zip(want).filter(|(g, w)| !same(**g, **w)).count());
+    assert!(
+        bad.is_empty(),
+        "{what}: {} mismatches, first (index, (got, want)): {bad:?}",
+        got.iter().zip(want).filter(|(g, w)| !same(**g, **w)).count()
+    );
 }
 
-fn linear_config(bits: u32, symmetric: bool, axis: Option<usize>, scale: Vec<f32>, offset: Vec<f32>, p: RoundingPolicy) -> TensorQuantConfig {
+fn linear_config(
+    bits: u32,
+    symmetric: bool,
+    axis: Option<usize>,
+    scale: Vec<f32>,
+    offset: Vec<f32>,
+    p: RoundingPolicy,
+) -> TensorQuantConfig {
     let mut c = TensorQuantConfig::linear(bits, symmetric, axis).unwrap();
     c.scale = scale;
     c.offset = offset;
@@ -87,13 +101,14 @@ fn values(rng: &mut Rng, n: usize, s: f32, span: f32) -> Vec<f32> {
     for i in 0..n {
         let k = rng.below(2 * span as u64 + 1) as f32 - span;
         let x = match i % 8 {
-            0 | 1 => (k + 0.5) * s,                        // ties (exact when s is a power of two)
-            2 => k * s,                                    // on the grid
-            3 => (k + rng.unit()) * s,                     // anywhere
+            0 | 1 => (k + 0.5) * s,    // ties (exact when s is a power of two)
+            2 => k * s,                // on the grid
+            3 => (k + rng.unit()) * s, // anywhere
             4 => f32::from_bits(((k + 0.5) * s).to_bits().wrapping_add(if rng.below(2) == 0 { 1 } else { u32::MAX })), // 1 ulp off a tie
-            5 => (rng.unit() - 0.5) * 8.0 * span * s,       // well out of range
+            5 => (rng.unit() - 0.5) * 8.0 * span * s, // well out of range
             6 => (k + 0.5) * s * 1.0001,
-            _ => [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30, f32::MIN_POSITIVE][rng.below(8) as usize],
+            _ => [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30, f32::MIN_POSITIVE]
+                [rng.below(8) as usize],
         };
         v.push(x);
     }
@@ -111,14 +126,24 @@ fn linear_per_tensor_every_policy_matches_scalar_reference() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut checked = 0;
     // (bits, symmetric, scale, offset): uint8 asymmetric, int8 symmetric, 4-bit, a non-power-of-2 scale.
-    let cases = [(8, false, 0.25f32, 128.0f32), (8, true, 0.5, 0.0), (4, false, 0.125, 3.0), (8, true, 0.1, 0.0), (8, false, 0.037, 17.0)];
+    let cases = [
+        (8, false, 0.25f32, 128.0f32),
+        (8, true, 0.5, 0.0),
+        (4, false, 0.125, 3.0),
+        (8, true, 0.1, 0.0),
+        (8, false, 0.037, 17.0),
+    ];
     for p in RoundingPolicy::ALL {
         for &(bits, sym, s, o) in &cases {
             let c = linear_config(bits, sym, None, vec![s], vec![o], p);
             let x = values(&mut rng, 4096, s, 300.0);
             let want: Vec<f32> = x.iter().map(|&x| ref_linear(x, s, o, c.quant_min, c.quant_max, p)).collect();
             for path in PATHS {
-                assert_all_same(&run(path, &[x.len()], &x, &c), &want, &format!("{p:?} {bits}b sym={sym} s={s} o={o} {path:?}"));
+                assert_all_same(
+                    &run(path, &[x.len()], &x, &c),
+                    &want,
+                    &format!("{p:?} {bits}b sym={sym} s={s} o={o} {path:?}"),
+                );
                 checked += x.len();
             }
         }
@@ -149,7 +174,11 @@ fn linear_per_channel_axis_0_and_1_of_4d() {
                     want.push(ref_linear(v, scale[ch], offset[ch], c.quant_min, c.quant_max, p));
                 }
                 for path in PATHS {
-                    assert_all_same(&run(path, &shape, &x, &c), &want, &format!("axis {axis} {p:?} sym={sym} {path:?}"));
+                    assert_all_same(
+                        &run(path, &shape, &x, &c),
+                        &want,
+                        &format!("axis {axis} {p:?} sym={sym} {path:?}"),
+                    );
                     checked += n;
                 }
             }
@@ -211,7 +240,9 @@ fn invalid_configs_are_typed_errors_naming_the_problem() {
     let d = Device::cpu();
     let y = mppq_exec::fake_quant_tensor(Tensor::from_f32(&[3], vec![0.3, -0.4, 0.125], &d), &c).unwrap();
     assert_eq!(y.to_f32_vec(), vec![0.25, -0.5, 0.0]);
-    assert!(is_power_of_two(f32::from_bits(1)) && is_power_of_two(0.5) && !is_power_of_two(0.75) && !is_power_of_two(0.0));
+    assert!(
+        is_power_of_two(f32::from_bits(1)) && is_power_of_two(0.5) && !is_power_of_two(0.75) && !is_power_of_two(0.0)
+    );
 
     let wrong_count = linear_config(8, true, Some(1), vec![0.5, 0.5], vec![0.0, 0.0], RoundingPolicy::HalfEven);
     assert!(bad(&wrong_count).contains("per-channel"), "{}", bad(&wrong_count));
@@ -289,7 +320,10 @@ fn nearest(a: f32, table: &[(f32, u32)]) -> f32 {
 }
 
 fn positive_table(e: u32, m: u32) -> Vec<(f32, u32)> {
-    let mut t: Vec<(f32, u32)> = (0..1u32 << (e + m)).map(|c| (decode(c, e, m), c)).filter(|(v, _)| v.is_finite() && v.is_sign_positive()).collect();
+    let mut t: Vec<(f32, u32)> = (0..1u32 << (e + m))
+        .map(|c| (decode(c, e, m), c))
+        .filter(|(v, _)| v.is_finite() && v.is_sign_positive())
+        .collect();
     t.sort_by(|a, b| a.0.total_cmp(&b.0));
     t
 }
@@ -330,7 +364,7 @@ fn fp8_saturation_subnormals_and_ties_to_even() {
         (f32::INFINITY, 448.0), // E4M3FN has no infinity: saturates
         (-f32::INFINITY, -448.0),
         (-500.0, -448.0),
-        (0.5 * sub, 0.0),           // tie between 0 and the smallest subnormal: even is 0
+        (0.5 * sub, 0.0), // tie between 0 and the smallest subnormal: even is 0
         (0.5001 * sub, sub),
         (1.5 * sub, 2.0 * sub),     // tie between codes 1 and 2: even
         (2.5 * sub, 2.0 * sub),     // tie between codes 2 and 3: even
@@ -405,10 +439,14 @@ fn floating_per_channel() {
     c.offset = vec![0.0; 3];
     let x: Vec<f32> = (0..24).map(|i| (i as f32 - 11.0) * 37.3).collect();
     let fmt = FloatFormat::E4M3;
-    let want: Vec<f32> = x.iter().enumerate().map(|(i, &v)| {
-        let s = c.scale[(i / 4) % 3];
-        fmt.round(v / s) * s
-    }).collect();
+    let want: Vec<f32> = x
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let s = c.scale[(i / 4) % 3];
+            fmt.round(v / s) * s
+        })
+        .collect();
     for path in PATHS {
         assert_all_same(&run(path, &shape, &x, &c), &want, &format!("{path:?}"));
     }
@@ -502,7 +540,8 @@ fn executor_fake_quantizes_inputs_in_plain_forward() {
 
     let d = Device::cpu();
     let exec = Executor::new(&g, &OpRegistry::builtin(), &d, &|_| 17).unwrap();
-    let feed = || vec![("x".to_string(), Value::from(Tensor::from_f32(&[6], vec![0.3, 0.74, -1.2, 1.1, 100.0, 0.25], &d)))];
+    let feed =
+        || vec![("x".to_string(), Value::from(Tensor::from_f32(&[6], vec![0.3, 0.74, -1.2, 1.1, 100.0, 0.25], &d)))];
     let mut sim = QuantSimulation::new(&g, BurnFakeQuant);
     let out = exec.run(feed(), &mut [&mut sim]).unwrap();
     // 0.3/0.5 = 0.6 → 1; 0.74 → 1.48 → 1; 1.1 → 2.2 → 2; 100 → 200 → 127; 0.25 → 0.5 → 0 (even)
@@ -544,22 +583,53 @@ fn other_float_dtypes_are_computed_in_f32_and_cast_back() {
 #[test]
 fn negative_near_ties_and_huge_values_every_policy_both_paths() {
     let near = [
-        -0.499_999_97f32, -0.5, -0.500_000_06, -1e-10, -0.0, 0.0, 1e-10, 0.499_999_97, 0.5, 0.500_000_06,
-        -1.5, -2.5, 1.5, 2.5, -1.499_999_9, -2.500_000_2, 126.5, -127.5, -128.5, 127.5, 4_194_303.5, -4_194_303.5,
+        -0.499_999_97f32,
+        -0.5,
+        -0.500_000_06,
+        -1e-10,
+        -0.0,
+        0.0,
+        1e-10,
+        0.499_999_97,
+        0.5,
+        0.500_000_06,
+        -1.5,
+        -2.5,
+        1.5,
+        2.5,
+        -1.499_999_9,
+        -2.500_000_2,
+        126.5,
+        -127.5,
+        -128.5,
+        127.5,
+        4_194_303.5,
+        -4_194_303.5,
     ];
     for p in RoundingPolicy::ALL {
         let c = linear_config(8, true, None, vec![1.0], vec![0.0], p);
         let want: Vec<f32> = near.iter().map(|&x| ref_linear(x, 1.0, 0.0, -128, 127, p)).collect();
         // 16-bit range: values up to 2^23 stay unsaturated.
         let c16 = linear_config(16, true, None, vec![1.0 / 256.0], vec![0.0], p);
-        let big: Vec<f32> = [8_388_607.5f32, -8_388_607.5, 4_194_304.5, -4_194_304.5, 8_388_608.0, -8_388_608.0, 16_777_216.0, 3e7, -3e7]
-            .iter()
-            .map(|v| v / 256.0)
-            .chain(near.iter().copied())
-            .collect();
+        let big: Vec<f32> = [
+            8_388_607.5f32,
+            -8_388_607.5,
+            4_194_304.5,
+            -4_194_304.5,
+            8_388_608.0,
+            -8_388_608.0,
+            16_777_216.0,
+            3e7,
+            -3e7,
+        ]
+        .iter()
+        .map(|v| v / 256.0)
+        .chain(near.iter().copied())
+        .collect();
         let want16: Vec<f32> = big.iter().map(|&x| ref_linear(x, 1.0 / 256.0, 0.0, -32768, 32767, p)).collect();
         let c32 = linear_config(32, true, None, vec![1.0], vec![0.0], p);
-        let huge: Vec<f32> = [8_388_607.5f32, -8_388_607.5, 4_194_304.5, -4_194_304.5, 16_777_217.0, 1e9, -1e9].to_vec();
+        let huge: Vec<f32> =
+            [8_388_607.5f32, -8_388_607.5, 4_194_304.5, -4_194_304.5, 16_777_217.0, 1e9, -1e9].to_vec();
         let want32: Vec<f32> = huge.iter().map(|&x| ref_linear(x, 1.0, 0.0, c32.quant_min, c32.quant_max, p)).collect();
         for path in PATHS {
             assert_all_same(&run(path, &[near.len()], &near, &c), &want, &format!("{p:?} {path:?}"));

@@ -37,7 +37,11 @@ fn run(device: &Device, op: Operation, opset: i64, inputs: &[TensorData]) -> Res
     g.add_operation(op.with_opset(opset), &ins, &[Some(out)]).unwrap();
     g.add_graph_output(out).unwrap();
     let exec = Executor::new(&g, &OpRegistry::builtin(), device, &|_| opset)?;
-    let feeds = inputs.iter().enumerate().map(|(i, t)| Ok((format!("in{i}"), Value::Tensor(Tensor::from_data(t, device)?)))).collect::<Result<Vec<_>, ExecError>>()?;
+    let feeds = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Ok((format!("in{i}"), Value::Tensor(Tensor::from_data(t, device)?))))
+        .collect::<Result<Vec<_>, ExecError>>()?;
     let out = exec.run(feeds, &mut [])?;
     Ok(out[0].1.as_tensor().unwrap().clone())
 }
@@ -94,7 +98,9 @@ fn every_code_uploads_and_downloads_exactly() {
             assert_eq!(t.to_data().unwrap(), data, "{dt}");
         }
         // A scalar keeps rank 0.
-        let s = Tensor::from_data(&TensorData::from_packed(DataType::Float8E4M3FN, vec![], vec![0x38]).unwrap(), &device).unwrap();
+        let s =
+            Tensor::from_data(&TensorData::from_packed(DataType::Float8E4M3FN, vec![], vec![0x38]).unwrap(), &device)
+                .unwrap();
         assert_eq!((s.shape(), s.to_f32_vec()), (vec![], vec![1.0]));
     }
 }
@@ -123,7 +129,13 @@ fn cast_into_fp8_rounds_to_nearest_even_and_saturates_by_attribute() {
         let y = run(&device, cast(DataType::Float8E5M2), 17, std::slice::from_ref(&x)).unwrap();
         assert_eq!(y.to_f32_vec()[3], 57344.0);
         // And back to float16 exactly.
-        let y = run(&device, cast(DataType::Float16), 25, &[TensorData::from_packed(DataType::Float8E5M2, vec![2], vec![0x7B, 0xFC]).unwrap()]).unwrap();
+        let y = run(
+            &device,
+            cast(DataType::Float16),
+            25,
+            &[TensorData::from_packed(DataType::Float8E5M2, vec![2], vec![0x7B, 0xFC]).unwrap()],
+        )
+        .unwrap();
         assert_eq!((y.dtype(), y.to_f32_vec()), (DataType::Float16, vec![57344.0, f32::NEG_INFINITY]));
     }
 }
@@ -131,7 +143,8 @@ fn cast_into_fp8_rounds_to_nearest_even_and_saturates_by_attribute() {
 #[test]
 fn cast_into_fp4_and_e8m0() {
     for device in devices() {
-        let y = run(&device, cast(DataType::Float4E2M1), 25, &[floats(&[0.25, 0.75, 5.0, -9.0, f32::INFINITY, 1.05])]).unwrap();
+        let y = run(&device, cast(DataType::Float4E2M1), 25, &[floats(&[0.25, 0.75, 5.0, -9.0, f32::INFINITY, 1.05])])
+            .unwrap();
         assert_eq!(y.dtype(), DataType::Float4E2M1);
         assert_eq!(y.to_f32_vec(), vec![0.0, 1.0, 4.0, -6.0, 6.0, 1.0]);
         assert_eq!(y.to_data().unwrap().packed().unwrap(), &[0x20, 0xF6, 0x27]);

@@ -35,9 +35,7 @@ fn boom_then_neg(device: &Device) -> (ExecError, mppq_exec::Result<Vec<f32>>) {
     let exec = Executor::new(&graph(), &registry, device, &|_| 17).unwrap();
     let feed = || vec![("x".to_string(), Tensor::from_f32(&[2], vec![1.0, -2.0], device).into())];
     let err = exec.run(feed(), &mut []).unwrap_err();
-    let neg = exec
-        .run_until(feed(), &["z".to_string()], &mut [])
-        .map(|out| out[0].1.as_tensor().unwrap().to_f32_vec());
+    let neg = exec.run_until(feed(), &["z".to_string()], &mut []).map(|out| out[0].1.as_tensor().unwrap().to_f32_vec());
     (err, neg)
 }
 
@@ -57,6 +55,9 @@ fn wgpu_panic_poisons_the_device() {
     let (err, neg) = boom_then_neg(&device);
     assert!(matches!(&err, ExecError::Backend { node, .. } if node == "boom"), "{err}");
     let later = neg.unwrap_err();
-    assert!(matches!(&later, ExecError::DevicePoisoned { node, cause, .. } if node == "neg" && cause.contains("boom")), "{later}");
+    assert!(
+        matches!(&later, ExecError::DevicePoisoned { node, cause, .. } if node == "neg" && cause.contains("boom")),
+        "{later}"
+    );
     assert!(device.poisoned().is_some_and(|why| why.contains("simulated backend assertion")));
 }

@@ -24,7 +24,11 @@ fn run_chain(device: &Device, ops: Vec<Operation>, inputs: &[TensorData]) -> Ten
     }
     g.add_graph_output(last[0].unwrap()).unwrap();
     let exec = Executor::new(&g, &OpRegistry::builtin(), device, &|_| 17).unwrap();
-    let feeds = inputs.iter().enumerate().map(|(i, t)| (format!("in{i}"), Value::Tensor(Tensor::from_data(t, device).unwrap()))).collect();
+    let feeds = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("in{i}"), Value::Tensor(Tensor::from_data(t, device).unwrap())))
+        .collect();
     let out = exec.run(feeds, &mut []).unwrap();
     out[0].1.as_tensor().unwrap().clone()
 }
@@ -37,7 +41,11 @@ fn scalar_inputs_keep_rank_zero() {
     assert_eq!(s.to_data().unwrap().shape(), &[] as &[usize]);
     // Clip with scalar min/max (rank-0 tensors crashed cubecl's allocator).
     let x = TensorData::from_vec(vec![4], &[-3.0f32, 0.5, 2.0, -0.25]).unwrap();
-    let y = run_chain(&device, vec![Operation::new("Clip", "clip")], &[x, TensorData::scalar(-1.0f32), TensorData::scalar(1.0f32)]);
+    let y = run_chain(
+        &device,
+        vec![Operation::new("Clip", "clip")],
+        &[x, TensorData::scalar(-1.0f32), TensorData::scalar(1.0f32)],
+    );
     assert_eq!(y.shape(), vec![4]);
     assert_eq!(y.to_f32_vec(), vec![-1.0, 0.5, 1.0, -0.25]);
 }
@@ -57,7 +65,10 @@ fn comparisons_give_bools() {
 #[test]
 fn int8_computes_in_i32_and_wraps() {
     let device = Device::wgpu();
-    assert!(!device.supports_dtype(burn::tensor::DType::I8), "lavapipe has no 8-bit ints; this test checks the stand-in");
+    assert!(
+        !device.supports_dtype(burn::tensor::DType::I8),
+        "lavapipe has no 8-bit ints; this test checks the stand-in"
+    );
     let a = TensorData::from_vec(vec![3], &[100i8, -100, 3]).unwrap();
     let b = TensorData::from_vec(vec![3], &[100i8, -100, 4]).unwrap();
     let y = run_chain(&device, vec![Operation::new("Add", "add")], &[a, b]);

@@ -34,7 +34,10 @@ pub enum Attribute {
     SparseTensors(Vec<SparseTensor>),
     TypeProtos(Vec<ValueType>),
     /// Inside a function body: refers to an attribute of the calling node.
-    Ref { name: String, kind: AttributeKind },
+    Ref {
+        name: String,
+        kind: AttributeKind,
+    },
 }
 
 /// The kind of an attribute, matching `AttributeProto.AttributeType`.

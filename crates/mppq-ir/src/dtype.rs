@@ -126,8 +126,9 @@ impl DataType {
     pub fn width(self) -> ElementWidth {
         use DataType::*;
         match self {
-            Bool | Uint8 | Int8 | Float8E4M3FN | Float8E4M3FNUZ | Float8E5M2 | Float8E5M2FNUZ
-            | Float8E8M0 => ElementWidth::Bytes(1),
+            Bool | Uint8 | Int8 | Float8E4M3FN | Float8E4M3FNUZ | Float8E5M2 | Float8E5M2FNUZ | Float8E8M0 => {
+                ElementWidth::Bytes(1)
+            }
             Uint16 | Int16 | Float16 | BFloat16 => ElementWidth::Bytes(2),
             Float | Int32 | Uint32 => ElementWidth::Bytes(4),
             Double | Int64 | Uint64 | Complex64 => ElementWidth::Bytes(8),
@@ -166,10 +167,7 @@ impl DataType {
 
     pub fn is_integer(self) -> bool {
         use DataType::*;
-        matches!(
-            self,
-            Uint8 | Int8 | Uint16 | Int16 | Int32 | Int64 | Uint32 | Uint64 | Uint4 | Int4 | Uint2 | Int2
-        )
+        matches!(self, Uint8 | Int8 | Uint16 | Int16 | Int32 | Int64 | Uint32 | Uint64 | Uint4 | Int4 | Uint2 | Int2)
     }
 
     pub fn is_signed_integer(self) -> bool {

@@ -129,10 +129,10 @@ impl Graph {
     pub fn set_op_output(&mut self, op: OpId, index: usize, var: VarId) -> Result<()> {
         let operation = self.operation(op)?;
         let name = operation.name.clone();
-        let old = *operation.outputs.get(index).ok_or_else(|| IrError::InvalidEdit {
-            op: name.clone(),
-            message: format!("has no output {index}"),
-        })?;
+        let old = *operation
+            .outputs
+            .get(index)
+            .ok_or_else(|| IrError::InvalidEdit { op: name.clone(), message: format!("has no output {index}") })?;
         let target = self.variable(var)?;
         if let Some(p) = target.producer {
             return Err(IrError::DuplicateProducer {
@@ -180,12 +180,10 @@ impl Graph {
     pub fn remove_operation_reconnect(&mut self, op: OpId) -> Result<Operation> {
         let operation = self.operation(op)?;
         let outputs: Vec<VarId> = operation.output_ids().collect();
-        let (Some(input), [output]) = (operation.inputs.first().copied().flatten(), outputs.as_slice())
-        else {
+        let (Some(input), [output]) = (operation.inputs.first().copied().flatten(), outputs.as_slice()) else {
             return Err(IrError::InvalidEdit {
                 op: operation.name.clone(),
-                message: "only an operation with a first input and exactly one output can be bypassed"
-                    .into(),
+                message: "only an operation with a first input and exactly one output can be bypassed".into(),
             });
         };
         let output = *output;
@@ -340,9 +338,7 @@ impl Graph {
             let dead: Vec<OpId> = self
                 .operations
                 .iter()
-                .filter(|(_, op)| {
-                    op.output_ids().all(|v| self.consumers(v).is_empty() && !self.outputs.contains(&v))
-                })
+                .filter(|(_, op)| op.output_ids().all(|v| self.consumers(v).is_empty() && !self.outputs.contains(&v)))
                 .map(|(id, _)| *id)
                 .collect();
             if dead.is_empty() {
@@ -358,7 +354,10 @@ impl Graph {
             .variables
             .iter()
             .filter(|(id, v)| {
-                v.producer.is_none() && v.consumers.is_empty() && !self.inputs.contains(id) && !self.outputs.contains(id)
+                v.producer.is_none()
+                    && v.consumers.is_empty()
+                    && !self.inputs.contains(id)
+                    && !self.outputs.contains(id)
             })
             .map(|(id, _)| *id)
             .collect();

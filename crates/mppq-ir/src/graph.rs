@@ -287,11 +287,7 @@ impl Graph {
 
     /// Graph inputs that are not initializers: what a caller must feed.
     pub fn feed_inputs(&self) -> Vec<VarId> {
-        self.inputs
-            .iter()
-            .copied()
-            .filter(|id| self.variables.get(id).is_some_and(|v| v.value.is_none()))
-            .collect()
+        self.inputs.iter().copied().filter(|id| self.variables.get(id).is_some_and(|v| v.value.is_none())).collect()
     }
 
     /// Initializers, in insertion order.

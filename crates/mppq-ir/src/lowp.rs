@@ -36,15 +36,20 @@ pub struct MiniFloat {
 
 impl MiniFloat {
     /// FLOAT8E4M3FN: bias 7, max 448, no infinities, NaN = `S.1111.111`.
-    pub const E4M3FN: MiniFloat = MiniFloat { exponent_bits: 4, mantissa_bits: 3, bias: 7, max: 448.0, specials: Specials::Finite };
+    pub const E4M3FN: MiniFloat =
+        MiniFloat { exponent_bits: 4, mantissa_bits: 3, bias: 7, max: 448.0, specials: Specials::Finite };
     /// FLOAT8E4M3FNUZ: bias 8, max 240, NaN = `0x80`, no −0.
-    pub const E4M3FNUZ: MiniFloat = MiniFloat { exponent_bits: 4, mantissa_bits: 3, bias: 8, max: 240.0, specials: Specials::Fnuz };
+    pub const E4M3FNUZ: MiniFloat =
+        MiniFloat { exponent_bits: 4, mantissa_bits: 3, bias: 8, max: 240.0, specials: Specials::Fnuz };
     /// FLOAT8E5M2: IEEE style, bias 15, max 57344, ±∞.
-    pub const E5M2: MiniFloat = MiniFloat { exponent_bits: 5, mantissa_bits: 2, bias: 15, max: 57344.0, specials: Specials::Ieee };
+    pub const E5M2: MiniFloat =
+        MiniFloat { exponent_bits: 5, mantissa_bits: 2, bias: 15, max: 57344.0, specials: Specials::Ieee };
     /// FLOAT8E5M2FNUZ: bias 16, max 57344, NaN = `0x80`, no −0.
-    pub const E5M2FNUZ: MiniFloat = MiniFloat { exponent_bits: 5, mantissa_bits: 2, bias: 16, max: 57344.0, specials: Specials::Fnuz };
+    pub const E5M2FNUZ: MiniFloat =
+        MiniFloat { exponent_bits: 5, mantissa_bits: 2, bias: 16, max: 57344.0, specials: Specials::Fnuz };
     /// FLOAT4E2M1: bias 1, values ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, no specials.
-    pub const E2M1: MiniFloat = MiniFloat { exponent_bits: 2, mantissa_bits: 1, bias: 1, max: 6.0, specials: Specials::None };
+    pub const E2M1: MiniFloat =
+        MiniFloat { exponent_bits: 2, mantissa_bits: 1, bias: 1, max: 6.0, specials: Specials::None };
 
     /// The format of an ONNX type (`None` for every type that is not FP8 E4M3/E5M2 or FP4).
     pub fn of(dtype: DataType) -> Option<Self> {
@@ -322,7 +327,9 @@ pub fn pack_sub_byte(bits: u32, values: &[i64]) -> Vec<u8> {
     let mask = (1i64 << bits) - 1;
     values
         .chunks(per_byte)
-        .map(|chunk| chunk.iter().enumerate().fold(0u8, |byte, (k, v)| byte | (((v & mask) as u8) << (k as u32 * bits))))
+        .map(|chunk| {
+            chunk.iter().enumerate().fold(0u8, |byte, (k, v)| byte | (((v & mask) as u8) << (k as u32 * bits)))
+        })
         .collect()
 }
 
@@ -511,4 +518,3 @@ mod tests {
         assert!(!is_low_precision(DataType::BFloat16));
     }
 }
-

@@ -121,9 +121,9 @@ impl Graph {
             }
         }
         if pattern.exclusive {
-            let outputs_private = op.output_ids().all(|v| {
-                !self.is_graph_output(v) && self.consumers(v).iter().all(|c| chosen.contains(c))
-            });
+            let outputs_private = op
+                .output_ids()
+                .all(|v| !self.is_graph_output(v) && self.consumers(v).iter().all(|c| chosen.contains(c)));
             if !outputs_private {
                 ops.truncate(mark);
                 return false;
@@ -170,8 +170,7 @@ mod tests {
     #[test]
     fn exclusive_rejects_shared_outputs() {
         let g = conv_bn_relu(true);
-        let p = Pattern::chain(vec![Pattern::op_type(&["Conv"]), Pattern::op_type(&["BatchNormalization"])])
-            .unwrap();
+        let p = Pattern::chain(vec![Pattern::op_type(&["Conv"]), Pattern::op_type(&["BatchNormalization"])]).unwrap();
         assert_eq!(g.find_pattern(&p).len(), 1);
         assert_eq!(g.find_pattern(&p.exclusive_chain()).len(), 0);
     }

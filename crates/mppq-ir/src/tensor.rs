@@ -82,9 +82,9 @@ impl TensorData {
     /// A tensor from packed little-endian bytes (the `raw_data` layout).
     pub fn from_packed(dtype: DataType, shape: Vec<usize>, bytes: Vec<u8>) -> Result<Self> {
         let count = element_count(&shape)?;
-        let expected = dtype.packed_len(count).ok_or_else(|| {
-            IrError::InvalidTensor(format!("{dtype} tensors hold strings, not packed bytes"))
-        })?;
+        let expected = dtype
+            .packed_len(count)
+            .ok_or_else(|| IrError::InvalidTensor(format!("{dtype} tensors hold strings, not packed bytes")))?;
         if bytes.len() != expected {
             return Err(IrError::InvalidTensor(format!(
                 "{dtype} tensor of shape {shape:?} needs {expected} bytes, got {}",
@@ -173,10 +173,7 @@ impl TensorData {
     /// Same values, new shape with the same element count.
     pub fn reshaped(mut self, shape: Vec<usize>) -> Result<Self> {
         if element_count(&shape)? != self.len() {
-            return Err(IrError::InvalidTensor(format!(
-                "cannot reshape {:?} to {shape:?}",
-                self.shape
-            )));
+            return Err(IrError::InvalidTensor(format!("cannot reshape {:?} to {shape:?}", self.shape)));
         }
         self.shape = shape;
         Ok(self)
@@ -215,9 +212,14 @@ impl TensorData {
         let bytes = if dtype == DataType::Float8E8M0 {
             values.iter().map(|v| lowp::e8m0_encode(*v, false, lowp::E8M0Rounding::Nearest)).collect()
         } else {
-            let fmt = lowp::MiniFloat::of(dtype).ok_or(IrError::DTypeMismatch { expected: DataType::Float8E4M3FN, got: dtype })?;
+            let fmt = lowp::MiniFloat::of(dtype)
+                .ok_or(IrError::DTypeMismatch { expected: DataType::Float8E4M3FN, got: dtype })?;
             let codes: Vec<i64> = values.iter().map(|v| i64::from(fmt.encode(*v, false))).collect();
-            if fmt.bits() == 8 { codes.iter().map(|c| *c as u8).collect() } else { lowp::pack_sub_byte(fmt.bits(), &codes) }
+            if fmt.bits() == 8 {
+                codes.iter().map(|c| *c as u8).collect()
+            } else {
+                lowp::pack_sub_byte(fmt.bits(), &codes)
+            }
         };
         Self::from_packed(dtype, shape, bytes)
     }
@@ -225,7 +227,8 @@ impl TensorData {
     /// A tensor of a 4- or 2-bit integer type from values wrapped into its width (two's
     /// complement, as ONNX's Cast between fixed-point types), packed low bits first.
     pub fn from_i64_sub_byte(dtype: DataType, shape: Vec<usize>, values: &[i64]) -> Result<Self> {
-        let (bits, _) = lowp::sub_byte_int(dtype).ok_or(IrError::DTypeMismatch { expected: DataType::Int4, got: dtype })?;
+        let (bits, _) =
+            lowp::sub_byte_int(dtype).ok_or(IrError::DTypeMismatch { expected: DataType::Int4, got: dtype })?;
         Self::from_packed(dtype, shape, lowp::pack_sub_byte(bits, values))
     }
 

@@ -5,8 +5,8 @@ use crate::attribute::Attribute;
 use crate::error::{IrError, Result};
 use crate::graph::{Graph, OpId, VarId};
 use petgraph::graph::DiGraph;
-use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 impl Graph {
     /// Names this graph reads from enclosing scopes, its nested sub-graphs' included.
@@ -53,8 +53,7 @@ impl Graph {
     /// Among ready operations the earlier-inserted goes first, so a valid file order is kept.
     /// A cycle is an error that lists the operations on it.
     pub fn topological_order(&self) -> Result<Vec<OpId>> {
-        let position: HashMap<OpId, usize> =
-            self.operations.keys().enumerate().map(|(i, id)| (*id, i)).collect();
+        let position: HashMap<OpId, usize> = self.operations.keys().enumerate().map(|(i, id)| (*id, i)).collect();
         let ids: Vec<OpId> = self.operations.keys().copied().collect();
         let mut indegree = vec![0usize; ids.len()];
         let mut successors: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
@@ -71,8 +70,7 @@ impl Graph {
                 successors[p].push(i);
             }
         }
-        let mut ready: BinaryHeap<Reverse<usize>> =
-            (0..ids.len()).filter(|i| indegree[*i] == 0).map(Reverse).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..ids.len()).filter(|i| indegree[*i] == 0).map(Reverse).collect();
         let mut order = Vec::with_capacity(ids.len());
         while let Some(Reverse(i)) = ready.pop() {
             order.push(ids[i]);
@@ -103,7 +101,11 @@ impl Graph {
         }
         let name = |i: usize| {
             let op = &self.operations[&ids[i]];
-            if op.name.is_empty() { format!("#{} ({})", ids[i].0, op.op_type) } else { format!("{} ({})", op.name, op.op_type) }
+            if op.name.is_empty() {
+                format!("#{} ({})", ids[i].0, op.op_type)
+            } else {
+                format!("{} ({})", op.name, op.op_type)
+            }
         };
         // A strongly connected component with more than one node (or a self loop) is a cycle;
         // walk it to print the operations in cycle order.

@@ -38,10 +38,14 @@ impl TensorType {
 
     /// Fully known shape as sizes, if every dimension is a known non-negative number.
     pub fn concrete_shape(&self) -> Option<Vec<usize>> {
-        self.shape.as_ref()?.iter().map(|d| match d {
-            Dim::Known(v) if *v >= 0 => Some(*v as usize),
-            _ => None,
-        }).collect()
+        self.shape
+            .as_ref()?
+            .iter()
+            .map(|d| match d {
+                Dim::Known(v) if *v >= 0 => Some(*v as usize),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -52,8 +56,14 @@ pub enum ValueType {
     SparseTensor(TensorType),
     Sequence(Option<Box<ValueType>>),
     Optional(Option<Box<ValueType>>),
-    Map { key: Option<DataType>, value: Option<Box<ValueType>> },
-    Opaque { domain: String, name: String },
+    Map {
+        key: Option<DataType>,
+        value: Option<Box<ValueType>>,
+    },
+    Opaque {
+        domain: String,
+        name: String,
+    },
     /// A `TypeProto` with no value set.
     Unset,
 }

@@ -28,7 +28,8 @@ pub fn read_tensor_bytes(
     if rel.is_absolute() || rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
         return Err(fail(format!("location `{location}` must be a relative path inside the model's directory")));
     }
-    let base = src.base_dir.ok_or_else(|| fail("model was loaded from bytes, so external files cannot be found".into()))?;
+    let base =
+        src.base_dir.ok_or_else(|| fail("model was loaded from bytes, so external files cannot be found".into()))?;
     let parse = |key: &str| -> Result<Option<u64>> {
         entry(t, key).map(|v| v.parse::<u64>().map_err(|_| fail(format!("`{key}` is not a number: `{v}`")))).transpose()
     };
@@ -42,7 +43,10 @@ pub fn read_tensor_bytes(
     let mut file = std::fs::File::open(&path).map_err(|e| fail(format!("cannot open `{}`: {e}", path.display())))?;
     let size = file.metadata().map_err(|e| fail(e.to_string()))?.len();
     if offset.checked_add(length).is_none_or(|end| end > size) {
-        return Err(fail(format!("bytes {offset}..{} lie outside `{location}` ({size} bytes)", offset.saturating_add(length))));
+        return Err(fail(format!(
+            "bytes {offset}..{} lie outside `{location}` ({size} bytes)",
+            offset.saturating_add(length)
+        )));
     }
     file.seek(SeekFrom::Start(offset)).map_err(|e| fail(e.to_string()))?;
     let mut bytes = vec![0u8; length as usize];

@@ -19,7 +19,7 @@ pub mod value_type;
 
 pub use error::{OnnxError, Result};
 pub use load::{decode_tensor_file, load_model, load_model_from_bytes};
-pub use save::{ExternalData, SaveOptions, save_model, model_to_bytes};
+pub use save::{ExternalData, SaveOptions, model_to_bytes, save_model};
 
 /// Highest IR version this crate writes (ONNX Runtime 1.31 loads IR ≤ 13).
 pub const MAX_IR_VERSION: i64 = 13;

@@ -33,7 +33,8 @@ pub fn decode_tensor_file(path: impl AsRef<Path>) -> Result<TensorData> {
     let path = path.as_ref();
     let label = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| OnnxError::Read { path: label.clone(), source })?;
-    let proto = TensorProto::decode(bytes.as_slice()).map_err(|source| OnnxError::Decode { file: label.clone(), source })?;
+    let proto =
+        TensorProto::decode(bytes.as_slice()).map_err(|source| OnnxError::Decode { file: label.clone(), source })?;
     tensor_from_proto(&proto, &Source { file: &label, base_dir: path.parent() }, "tensor")
 }
 
@@ -161,8 +162,7 @@ pub(crate) fn graph_from_proto(g: &GraphProto, ctx: &LoadCtx<'_>, outer: &HashSe
                 return Err(OnnxError::invalid(file, place, "is given twice"));
             }
         }
-        let inputs: Vec<_> =
-            node.input.iter().map(|n| (!n.is_empty()).then(|| graph.ensure_variable(n))).collect();
+        let inputs: Vec<_> = node.input.iter().map(|n| (!n.is_empty()).then(|| graph.ensure_variable(n))).collect();
         let mut outputs = Vec::with_capacity(node.output.len());
         for name in &node.output {
             if name.is_empty() {
@@ -209,7 +209,9 @@ fn check_defined(graph: &Graph, g: &GraphProto, file: &str, outer: &HashSet<Stri
     let defined = |name: &str| {
         outer.contains(name)
             || graph.var_id(name).is_some_and(|id| {
-                graph.producer(id).is_some() || graph.is_graph_input(id) || graph.variable(id).is_ok_and(|v| v.is_parameter())
+                graph.producer(id).is_some()
+                    || graph.is_graph_input(id)
+                    || graph.variable(id).is_ok_and(|v| v.is_parameter())
             })
     };
     for (index, node) in g.node.iter().enumerate() {

@@ -121,8 +121,9 @@ pub fn save_model(model: &Model, path: impl AsRef<Path>, options: &SaveOptions) 
 type InitializerEncoder<'a> = dyn FnMut(&str, &TensorData) -> Result<TensorProto> + 'a;
 
 fn model_to_proto(model: &Model, encode: &mut InitializerEncoder<'_>) -> Result<ModelProto> {
-    let decode_opaque = |bytes: &Vec<u8>, what: &str| {
-        OnnxError::Write { path: "<model>".into(), message: format!("stored {what} does not decode: {bytes:?}") }
+    let decode_opaque = |bytes: &Vec<u8>, what: &str| OnnxError::Write {
+        path: "<model>".into(),
+        message: format!("stored {what} does not decode: {bytes:?}"),
     };
     Ok(ModelProto {
         ir_version: Some(model.ir_version),

@@ -19,8 +19,8 @@ pub struct Source<'a> {
 pub fn tensor_from_proto(t: &TensorProto, src: &Source<'_>, place: &str) -> Result<TensorData> {
     let invalid = |m: String| OnnxError::invalid(src.file, place, m);
     let code = t.data_type.unwrap_or(0);
-    let dtype = DataType::from_onnx_code(code)
-        .ok_or_else(|| invalid(format!("unknown or undefined data type {code}")))?;
+    let dtype =
+        DataType::from_onnx_code(code).ok_or_else(|| invalid(format!("unknown or undefined data type {code}")))?;
     let shape = t
         .dims
         .iter()
@@ -132,7 +132,12 @@ mod tests {
         let t = TensorProto { dims: vec![3], data_type: Some(22), int32_data: vec![0x87, 0x01], ..Default::default() };
         assert_eq!(tensor_from_proto(&t, &src(), "x").unwrap().to_i64_vec().unwrap(), vec![7, -8, 1]);
 
-        let t = TensorProto { dims: vec![2], data_type: Some(12), uint64_data: vec![1, 4_000_000_000], ..Default::default() };
+        let t = TensorProto {
+            dims: vec![2],
+            data_type: Some(12),
+            uint64_data: vec![1, 4_000_000_000],
+            ..Default::default()
+        };
         assert_eq!(tensor_from_proto(&t, &src(), "x").unwrap().to_i64_vec().unwrap(), vec![1, 4_000_000_000]);
     }
 

@@ -102,7 +102,11 @@ mod tests {
     fn decodes_sequences_and_optionals_by_declared_type() {
         let dir = std::env::temp_dir().join(format!("mppq_test_data_{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let seq = SequenceProto { elem_type: Some(1), tensor_values: vec![float_tensor(&[1.0]), float_tensor(&[2.0, 3.0])], ..Default::default() };
+        let seq = SequenceProto {
+            elem_type: Some(1),
+            tensor_values: vec![float_tensor(&[1.0]), float_tensor(&[2.0, 3.0])],
+            ..Default::default()
+        };
         let seq_path = dir.join("seq.pb");
         std::fs::write(&seq_path, seq.encode_to_vec()).unwrap();
         let got = decode_value_file(&seq_path, Some(&ValueType::Sequence(None))).unwrap();

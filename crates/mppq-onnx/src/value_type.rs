@@ -1,6 +1,6 @@
 //! `TypeProto` ⇄ [`ValueType`]: tensor types with symbolic dimensions, and container types.
 
-use crate::proto::{TypeProto, TensorShapeProto, type_proto, tensor_shape_proto};
+use crate::proto::{TensorShapeProto, TypeProto, tensor_shape_proto, type_proto};
 use mppq_ir::{DataType, Dim, TensorType, ValueType};
 
 fn shape_from_proto(s: &Option<TensorShapeProto>) -> Option<Vec<Dim>> {
@@ -57,10 +57,9 @@ pub fn value_type_from_proto(t: &TypeProto) -> ValueType {
             key: elem(m.key_type),
             value: m.value_type.as_deref().map(|e| Box::new(value_type_from_proto(e))),
         },
-        Some(Value::OpaqueType(o)) => ValueType::Opaque {
-            domain: o.domain.clone().unwrap_or_default(),
-            name: o.name.clone().unwrap_or_default(),
-        },
+        Some(Value::OpaqueType(o)) => {
+            ValueType::Opaque { domain: o.domain.clone().unwrap_or_default(), name: o.name.clone().unwrap_or_default() }
+        }
         None => ValueType::Unset,
     }
 }

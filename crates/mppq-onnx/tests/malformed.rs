@@ -244,7 +244,8 @@ fn models_over_two_gib_use_external_data() {
     let len = (2usize << 30) + 4096;
     let mut bytes = vec![0u8; len];
     bytes.iter_mut().step_by(4093).enumerate().for_each(|(i, b)| *b = i as u8);
-    let w = g.add_initializer("w", TensorData::from_packed(mppq_ir::DataType::Uint8, vec![len], bytes).unwrap()).unwrap();
+    let w =
+        g.add_initializer("w", TensorData::from_packed(mppq_ir::DataType::Uint8, vec![len], bytes).unwrap()).unwrap();
     let y = g.ensure_variable("y");
     g.add_operation(Operation::new("Add", "add"), &[Some(x), Some(w)], &[Some(y)]).unwrap();
     g.add_graph_output(y).unwrap();

@@ -43,7 +43,11 @@ impl Pass for ParameterBaking {
             }
             baked += 1;
         }
-        Ok(PassReport::new(self.name(), baked, format!("{baked} parameters baked, {shared} shared parameters left unbaked")))
+        Ok(PassReport::new(
+            self.name(),
+            baked,
+            format!("{baked} parameters baked, {shared} shared parameters left unbaked"),
+        ))
     }
 }
 
@@ -86,7 +90,15 @@ mod tests {
         assert_eq!(h.config(input(conv1, 2)).state, QuantizationState::PassiveBaked);
         assert_eq!(h.run_sim(&x), before);
         // The weight now lies on its per-channel grid.
-        let w = h.graph.variable(h.graph.var_named("conv1.w").unwrap()).unwrap().value.clone().unwrap().to_f32_vec().unwrap();
+        let w = h
+            .graph
+            .variable(h.graph.var_named("conv1.w").unwrap())
+            .unwrap()
+            .value
+            .clone()
+            .unwrap()
+            .to_f32_vec()
+            .unwrap();
         let s = h.config(input(conv1, 1)).scale.clone();
         for (i, v) in w.iter().enumerate() {
             let q = v / s[i / 18];

@@ -37,7 +37,15 @@ mod tests {
         let report = h.run_pass(&mut ParameterQuantize::default());
         assert_eq!(report.changed, 2, "two Conv weights");
         let conv1 = h.op("conv1");
-        let w = h.graph.variable(h.graph.var_named("conv1.w").unwrap()).unwrap().value.clone().unwrap().to_f32_vec().unwrap();
+        let w = h
+            .graph
+            .variable(h.graph.var_named("conv1.w").unwrap())
+            .unwrap()
+            .value
+            .clone()
+            .unwrap()
+            .to_f32_vec()
+            .unwrap();
         let c = h.config(input(conv1, 1));
         assert_eq!(c.state, QuantizationState::Activated);
         assert_eq!(c.scale.len(), 3);

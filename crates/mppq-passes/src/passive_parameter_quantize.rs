@@ -27,14 +27,20 @@ impl Pass for PassiveParameterQuantize {
             .collect();
         for (op, inputs) in ops {
             for slot in 1..inputs {
-                if let Some(c) = config_at_mut(ctx.graph, input(op, slot)).filter(|c| c.state != QuantizationState::Fp32) {
+                if let Some(c) =
+                    config_at_mut(ctx.graph, input(op, slot)).filter(|c| c.state != QuantizationState::Fp32)
+                {
                     c.state = QuantizationState::Fp32;
                     c.dominated_by = None;
                     float += 1;
                 }
             }
         }
-        Ok(PassReport::new(self.name(), biases + float, format!("{biases} biases derived, {float} Clip/Pad parameters kept in float")))
+        Ok(PassReport::new(
+            self.name(),
+            biases + float,
+            format!("{biases} biases derived, {float} Clip/Pad parameters kept in float"),
+        ))
     }
 }
 

@@ -47,7 +47,12 @@ impl Pipeline {
             observer: calibration.observer.clone(),
         }));
         let a = &setting.alignment;
-        passes.push(Box::new(QuantAlignment { concat: a.concat, add: a.add, pooling: a.pooling, pooling_types: a.pooling_types.clone() }));
+        passes.push(Box::new(QuantAlignment {
+            concat: a.concat,
+            add: a.add,
+            pooling: a.pooling,
+            pooling_types: a.pooling_types.clone(),
+        }));
         passes.push(Box::new(PassiveParameterQuantize));
         if setting.baking {
             passes.push(Box::new(ParameterBaking));
@@ -94,11 +99,18 @@ mod tests {
                 "passive_parameter_quantize"
             ]
         );
-        let json = r#"{"fusion": {"bn_fold": false, "quant_fusion": false}, "redundant_simplify": false, "baking": true}"#;
+        let json =
+            r#"{"fusion": {"bn_fold": false, "quant_fusion": false}, "redundant_simplify": false, "baking": true}"#;
         let s = PipelineSetting::from_json(json).unwrap();
         assert_eq!(
             names(&s),
-            ["parameter_quantize", "runtime_calibration", "quant_alignment", "passive_parameter_quantize", "parameter_baking"]
+            [
+                "parameter_quantize",
+                "runtime_calibration",
+                "quant_alignment",
+                "passive_parameter_quantize",
+                "parameter_baking"
+            ]
         );
     }
 

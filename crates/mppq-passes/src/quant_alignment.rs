@@ -128,7 +128,9 @@ impl Pass for QuantAlignment {
                 }
                 t if self.pooling && self.pooling_types.iter().any(|p| p == t) => {
                     match input_roots(graph, id, 0..1)?.first() {
-                        Some(master) => Some((*master, vec![dominator_root(graph, output(id, 0)).in_pass(self.name())?], false)),
+                        Some(master) => {
+                            Some((*master, vec![dominator_root(graph, output(id, 0)).in_pass(self.name())?], false))
+                        }
                         None => None,
                     }
                 }

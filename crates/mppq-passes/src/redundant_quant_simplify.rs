@@ -22,7 +22,8 @@ fn reader_configs(graph: &Graph, var: VarId) -> Vec<ConfigLocation> {
         let Ok(o) = graph.operation(op) else { continue };
         for (i, v) in o.inputs().iter().enumerate() {
             let loc = input(op, i);
-            let undecided = config_at(graph, loc).is_some_and(|c| c.state == QuantizationState::Initial && c.dominated_by.is_none());
+            let undecided = config_at(graph, loc)
+                .is_some_and(|c| c.state == QuantizationState::Initial && c.dominated_by.is_none());
             if *v == Some(var) && undecided {
                 out.push(loc);
             }

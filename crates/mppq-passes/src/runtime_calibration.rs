@@ -32,7 +32,9 @@ impl Pass for RuntimeCalibration {
                 let is_param = variable_of(ctx.graph, loc)
                     .and_then(|v| ctx.graph.variable(v).ok())
                     .is_some_and(|v| v.is_parameter());
-                if let Some(c) = config_at_mut(ctx.graph, loc).filter(|c| c.state == QuantizationState::Initial && !is_param) {
+                if let Some(c) =
+                    config_at_mut(ctx.graph, loc).filter(|c| c.state == QuantizationState::Initial && !is_param)
+                {
                     c.observer = name.clone();
                 }
             }
@@ -50,7 +52,11 @@ impl Pass for RuntimeCalibration {
         })
         .in_pass(self.name())?;
         let shared = sync_dominated(ctx.graph).in_pass(self.name())?;
-        Ok(PassReport::new(self.name(), n, format!("{n} activation configs calibrated, {shared} shared copies updated")))
+        Ok(PassReport::new(
+            self.name(),
+            n,
+            format!("{n} activation configs calibrated, {shared} shared copies updated"),
+        ))
     }
 }
 
@@ -94,7 +100,10 @@ mod tests {
         let ca = h.config(input(a, 0));
         assert!((ca.scale[0] - (hi - lo) / 255.0).abs() < 1e-6, "{} vs {}", ca.scale[0], (hi - lo) / 255.0);
         let cb = h.config(input(b, 0));
-        assert_eq!((cb.scale.clone(), cb.offset.clone(), cb.state), (ca.scale.clone(), ca.offset.clone(), QuantizationState::Activated));
+        assert_eq!(
+            (cb.scale.clone(), cb.offset.clone(), cb.state),
+            (ca.scale.clone(), ca.offset.clone(), QuantizationState::Activated)
+        );
         // Relu output: non-negative range, zero point 0.
         assert_eq!(h.config(output(a, 0)).offset, vec![0.0]);
     }
@@ -105,7 +114,10 @@ mod tests {
         h.quantize(&OnnxRuntimeQuantizer::default());
         let err = h.try_pass(&mut RuntimeCalibration::default()).unwrap_err().to_string();
         assert!(err.contains("runtime_calibration") && err.contains("calibration set is empty"), "{err}");
-        let err = h.try_pass(&mut RuntimeCalibration { observer: Some("best".into()), ..Default::default() }).unwrap_err().to_string();
+        let err = h
+            .try_pass(&mut RuntimeCalibration { observer: Some("best".into()), ..Default::default() })
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown observer `best`") && err.contains("percentile"), "{err}");
     }
 }

@@ -120,10 +120,15 @@ impl PipelineSetting {
     pub fn validate(&self) -> Result<()> {
         let c = &self.calibration;
         if !(0.5..=1.0).contains(&c.percentile) {
-            return Err(PassError::Setting(format!("calibration.percentile = {}: use a value in [0.5, 1]", c.percentile)));
+            return Err(PassError::Setting(format!(
+                "calibration.percentile = {}: use a value in [0.5, 1]",
+                c.percentile
+            )));
         }
         if c.steps == Some(0) {
-            return Err(PassError::Setting("calibration.steps = 0: use at least 1, or leave it out for all batches".into()));
+            return Err(PassError::Setting(
+                "calibration.steps = 0: use at least 1, or leave it out for all batches".into(),
+            ));
         }
         if let Some(name) = &c.observer
             && !mppq_quant::OBSERVER_NAMES.contains(&name.as_str())

@@ -28,12 +28,15 @@ pub fn all_configs(graph: &Graph) -> Vec<ConfigLocation> {
     for (op, o) in graph.operations() {
         let Some(cfg) = &o.quant_config else { continue };
         for (side, slots) in [(ConfigSide::Input, &cfg.input_configs), (ConfigSide::Output, &cfg.output_configs)] {
-            out.extend(slots.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(index, _)| ConfigLocation { op, side, index }));
+            out.extend(slots.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(index, _)| ConfigLocation {
+                op,
+                side,
+                index,
+            }));
         }
     }
     out
 }
-
 
 /// Whether a config (still) quantizes its tensor itself: calibrated or about to be.
 pub fn quantizes(c: &TensorQuantConfig) -> bool {

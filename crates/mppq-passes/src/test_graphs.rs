@@ -48,7 +48,8 @@ impl Harness {
     /// Gives every op a quantizer declares the quantizer's precision and configs.
     pub fn quantize(&mut self, quantizer: &dyn Quantizer) {
         let types = quantizer.quant_operation_types();
-        let ids: Vec<_> = self.graph.operations().filter(|(_, o)| types.contains(&o.op_type.as_str())).map(|(id, _)| id).collect();
+        let ids: Vec<_> =
+            self.graph.operations().filter(|(_, o)| types.contains(&o.op_type.as_str())).map(|(id, _)| id).collect();
         for id in ids {
             self.graph.operation_mut(id).unwrap().precision = quantizer.target_precision();
         }
@@ -186,7 +187,12 @@ pub fn shared_input_concat_pool() -> Graph {
     let a = unary(&mut g, "Relu", "a", x);
     let b = unary(&mut g, "Sigmoid", "b", x);
     let c = var(&mut g, "concat.out");
-    g.add_operation(Operation::new("Concat", "concat").with_attr("axis", Attribute::Int(1)), &[Some(a), Some(b)], &[Some(c)]).unwrap();
+    g.add_operation(
+        Operation::new("Concat", "concat").with_attr("axis", Attribute::Int(1)),
+        &[Some(a), Some(b)],
+        &[Some(c)],
+    )
+    .unwrap();
     let p = var(&mut g, "pool.out");
     let pool = Operation::new("MaxPool", "pool").with_attr("kernel_shape", Attribute::Ints(vec![2, 2]));
     g.add_operation(pool, &[Some(c)], &[Some(p)]).unwrap();

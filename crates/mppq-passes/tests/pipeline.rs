@@ -92,7 +92,12 @@ fn quantize(model_path: &Path, batches: &Batches, quantizer: &dyn Quantizer, set
     for (_, op) in graph.operations() {
         for c in op.quant_config.iter().flat_map(|c| c.input_configs.iter().chain(&c.output_configs)).flatten() {
             use QuantizationState::*;
-            assert!(matches!(c.state, Activated | Passive | Overlapped | Baked | PassiveBaked | Fp32), "{}: {:?}", op.name, c.state);
+            assert!(
+                matches!(c.state, Activated | Passive | Overlapped | Baked | PassiveBaked | Fp32),
+                "{}: {:?}",
+                op.name,
+                c.state
+            );
             c.validate().unwrap();
         }
     }
@@ -139,7 +144,8 @@ fn default_platform_snr() {
 fn every_activation_observer_keeps_the_snr() {
     let default = quantizer_by_name("default").unwrap();
     for observer in ["minmax", "percentile", "kl", "mse"] {
-        let setting = PipelineSetting::from_json(&format!(r#"{{"calibration": {{"observer": "{observer}"}}}}"#)).unwrap();
+        let setting =
+            PipelineSetting::from_json(&format!(r#"{{"calibration": {{"observer": "{observer}"}}}}"#)).unwrap();
         for model in ["tiny_cnn", "detect_branch"] {
             let o = testdata_snr(model, default.as_ref(), &setting);
             println!("{model} / {observer}: {:.2} dB", o.snr);
@@ -206,7 +212,10 @@ fn calibration_reports_progress_per_batch() {
         batches: &batches,
         progress: &mut progress,
     };
-    let setting = PipelineSetting { fusion: mppq_passes::FusionSetting { bn_fold: false, ..Default::default() }, ..Default::default() };
+    let setting = PipelineSetting {
+        fusion: mppq_passes::FusionSetting { bn_fold: false, ..Default::default() },
+        ..Default::default()
+    };
     run_pipeline(&mut ctx, &mut Pipeline::from_setting(&setting).unwrap()).unwrap();
     let calib: Vec<&String> = progress.events.iter().filter(|e| e.starts_with("begin calibration")).collect();
     assert_eq!(calib, ["begin calibration pass 1/1 3"]);

@@ -202,9 +202,12 @@ pub fn derive_biases(graph: &mut Graph) -> Result<usize> {
         if bias.state != QuantizationState::PassiveInit {
             continue;
         }
-        let scale_of = |i: usize| cfg.input_configs.get(i).and_then(|c| c.as_ref()).map(|c| c.scale.clone()).filter(|s| !s.is_empty());
+        let scale_of = |i: usize| {
+            cfg.input_configs.get(i).and_then(|c| c.as_ref()).map(|c| c.scale.clone()).filter(|s| !s.is_empty())
+        };
         let (input_scale, weight_scales) = (scale_of(0), scale_of(1));
-        let channels = op.inputs().get(2).copied().flatten().and_then(|v| graph.variable(v).ok()?.value.as_ref().map(|t| t.len()));
+        let channels =
+            op.inputs().get(2).copied().flatten().and_then(|v| graph.variable(v).ok()?.value.as_ref().map(|t| t.len()));
         let Some(config) = config_mut(graph, (id, ConfigSide::Input, 2)) else { continue };
         let (Some(s_in), Some(s_w), Some(channels)) = (input_scale, weight_scales, channels) else {
             config.state = QuantizationState::Fp32;

@@ -11,4 +11,4 @@ pub mod observer;
 pub mod quantizer;
 
 pub use error::{QuantError, Result};
-pub use observer::{Observer, ObserverOptions, OBSERVER_NAMES, create_observer};
+pub use observer::{OBSERVER_NAMES, Observer, ObserverOptions, create_observer};

@@ -1,8 +1,8 @@
 //! Numeric tests of the calibration observers.
 
 use mppq_ir::quant::{QuantizationPolicy, QuantizationProperty as P, QuantizationState, TensorQuantConfig};
-use mppq_quant::observer::range::{MIN_SCALE, fake_quant};
 use mppq_quant::observer::fp8_round;
+use mppq_quant::observer::range::{MIN_SCALE, fake_quant};
 use mppq_quant::{OBSERVER_NAMES, ObserverOptions, QuantError, create_observer};
 
 // ---------- deterministic data ----------
@@ -237,7 +237,9 @@ fn percentile_is_exact_when_values_sit_on_bin_edges() {
 /// within one histogram bin, and that the threshold clips (below absmax) yet stays above 3.5σ.
 #[test]
 fn kl_gaussian_int8_symmetric_matches_tensorrt_style_reference() {
-    for (n, bins, reference) in [(300_000usize, 2048usize, 4.10115f64), (300_000, 4096, 4.10115), (1_000_000, 2048, 5.0133486)] {
+    for (n, bins, reference) in
+        [(300_000usize, 2048usize, 4.10115f64), (300_000, 4096, 4.10115), (1_000_000, 2048, 5.0133486)]
+    {
         let data = gaussian(n, 11);
         let absmax = data.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
         let options = ObserverOptions { bins, ..opts() };
@@ -286,7 +288,11 @@ fn kl_relu_with_half_zeros_keeps_the_half_normal_range() {
 #[test]
 fn kl_sparse_histogram_does_not_clip_to_a_fraction() {
     // 2048 values (about one per bin): a bulk of 0.2·|N(0,1)| and 2 % spread up to 2.
-    let data: Vec<f32> = gaussian(2048, 5).iter().enumerate().map(|(i, v)| if i % 50 == 0 { 0.5 + 1.5 * (i as f32 / 2048.0) } else { 0.2 * v.abs() }).collect();
+    let data: Vec<f32> = gaussian(2048, 5)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if i % 50 == 0 { 0.5 + 1.5 * (i as f32 / 2048.0) } else { 0.2 * v.abs() })
+        .collect();
     let max = data.iter().fold(0f32, |m, v| m.max(*v)) as f64;
     let c = calibrate1("kl", &int(8, false), &data);
     let hi = f64::from(c.scale[0]) * (255.0 - f64::from(c.offset[0]));
@@ -345,7 +351,8 @@ fn mse_asymmetric_gaussian_beats_minmax_and_nears_brute_force() {
     let mut best = f64::INFINITY;
     for i in 1..=40 {
         for j in 1..=40 {
-            let (s, o) = mppq_quant::observer::range::linear_params(&config, lo * i as f64 / 40.0, hi * j as f64 / 40.0);
+            let (s, o) =
+                mppq_quant::observer::range::linear_params(&config, lo * i as f64 / 40.0, hi * j as f64 / 40.0);
             best = best.min(data_mse(&config, s, o, &data));
         }
     }
@@ -364,11 +371,14 @@ fn floating_fp8_scale_search() {
         let c = calibrate1("floating", &config, &data);
         let s = f64::from(c.scale[0]);
         let err = |s: f64| {
-            data.iter().map(|&x| {
-                let x = f64::from(x);
-                let d = x - s * fp8_round(x / s, e, m, max as f64);
-                d * d
-            }).sum::<f64>() / data.len() as f64
+            data.iter()
+                .map(|&x| {
+                    let x = f64::from(x);
+                    let d = x - s * fp8_round(x / s, e, m, max as f64);
+                    d * d
+                })
+                .sum::<f64>()
+                / data.len() as f64
         };
         let absmax = data.iter().fold(0f32, |a, v| a.max(v.abs())) as f64;
         let s0 = absmax / max as f64;
@@ -415,11 +425,13 @@ fn isotone_keeps_more_argmaxes_than_minmax() {
     let m = calibrate("minmax", &config, &opts(), &[(&data, &shape)]).unwrap();
     let preserved = |c: &TensorQuantConfig| {
         let (s, o) = (f64::from(c.scale[0]), f64::from(c.offset[0]));
-        data.chunks(10).filter(|row| {
-            let q: Vec<f64> = row.iter().map(|&x| fake_quant(&config, s, o, f64::from(x))).collect();
-            let (am, _) = row.iter().enumerate().fold((0, f32::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
-            q.iter().enumerate().all(|(i, &v)| i == am || v < q[am])
-        }).count()
+        data.chunks(10)
+            .filter(|row| {
+                let q: Vec<f64> = row.iter().map(|&x| fake_quant(&config, s, o, f64::from(x))).collect();
+                let (am, _) = row.iter().enumerate().fold((0, f32::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+                q.iter().enumerate().all(|(i, &v)| i == am || v < q[am])
+            })
+            .count()
     };
     let (pi, pm) = (preserved(&c), preserved(&m));
     eprintln!("isotone preserved {pi} (scale {}), minmax {pm} (scale {})", c.scale[0], m.scale[0]);
@@ -545,10 +557,7 @@ fn empty_calibration_and_pass_order_are_typed_errors() {
         let o = create_observer(name, "emb", &config, &opts()).unwrap();
         let mut out = config.clone();
         let err = o.finalize(&mut out).unwrap_err();
-        assert!(
-            matches!(err, QuantError::NothingObserved { .. } | QuantError::PassOrder { .. }),
-            "{name}: {err}"
-        );
+        assert!(matches!(err, QuantError::NothingObserved { .. } | QuantError::PassOrder { .. }), "{name}: {err}");
         assert!(err.to_string().contains("emb"), "{err}");
         assert_eq!(out.state, QuantizationState::Initial);
         // Two-pass observers: beginning pass 1 with nothing seen is an error, and so is

@@ -48,7 +48,12 @@ fn quantized_snr(model: &str, observer: &str) -> (f64, usize) {
     calibrate(graph, &exec, &data, &CalibrationSetting::default(), |_, _, _| {}).unwrap();
     for (_, op) in graph.operations() {
         for c in op.quant_config.iter().flat_map(|c| c.input_configs.iter().chain(&c.output_configs)).flatten() {
-            assert!(matches!(c.state, QuantizationState::Activated | QuantizationState::Passive), "{}: {:?}", op.name, c.state);
+            assert!(
+                matches!(c.state, QuantizationState::Activated | QuantizationState::Passive),
+                "{}: {:?}",
+                op.name,
+                c.state
+            );
             c.validate().unwrap();
         }
     }

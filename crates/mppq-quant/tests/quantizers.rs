@@ -28,7 +28,9 @@ fn every_dispatcher_with_every_quantizer_on_every_model() {
                     .unwrap_or_else(|e| panic!("{model} / {d} / {q}: {e}"));
                 assert!(n > 0, "{model} / {d} / {q}: nothing quantized");
                 for (_, op) in graph.operations() {
-                    for c in op.quant_config.iter().flat_map(|c| c.input_configs.iter().chain(&c.output_configs)).flatten() {
+                    for c in
+                        op.quant_config.iter().flat_map(|c| c.input_configs.iter().chain(&c.output_configs)).flatten()
+                    {
                         c.validate().unwrap_or_else(|e| panic!("{model} / {d} / {q} / {}: {e}", op.name));
                         assert!(matches!(c.state, QuantizationState::Initial | QuantizationState::PassiveInit));
                     }

@@ -15,7 +15,8 @@ use mppq_api::dispatch::analysis::{Proposal, finalize, prepare};
 use mppq_api::dispatch::{Dispatch, DispatchContext, DispatchError, Dispatcher, register_dispatcher};
 use mppq_api::exec::{Kernel, KernelContext, OpNode, OpRegistry, Tensor, Value};
 use mppq_api::ir::quant::{
-    OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, QuantizationState, TargetPrecision, TensorQuantConfig,
+    OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, QuantizationState, TargetPrecision,
+    TensorQuantConfig,
 };
 use mppq_api::ir::{Graph, OpId};
 use mppq_api::quant::quantizer::Quantizer;
@@ -43,9 +44,10 @@ impl Dispatcher for ConvOnly {
         let mut proposals = HashMap::new();
         for id in &prep.order {
             let op = graph.operation(*id)?;
-            let fed_by_conv = op.inputs().iter().flatten().any(|v| {
-                graph.producer(*v).and_then(|p| graph.operation(p).ok()).is_some_and(|p| p.op_type == "Conv")
-            });
+            let fed_by_conv =
+                op.inputs().iter().flatten().any(|v| {
+                    graph.producer(*v).and_then(|p| graph.operation(p).ok()).is_some_and(|p| p.op_type == "Conv")
+                });
             let proposal = match (prep.soi.get(id), op.op_type.as_str()) {
                 (Some(reason), _) => Proposal::Soi(reason.clone()),
                 (None, "Conv") => Proposal::Quant("conv-only: the DSP runs convolutions".into()),

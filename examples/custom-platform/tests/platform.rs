@@ -19,7 +19,8 @@ fn user_platform_quantizes_and_exports() {
     register().unwrap();
     assert!(register().is_err(), "registering twice is an error");
     let setting = QuantizeSetting { platform: "example-dsp".into(), ..Default::default() };
-    let result = quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting).unwrap();
+    let result =
+        quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting).unwrap();
     let q = &result.quantizer;
     assert_eq!(q.dispatch.as_ref().unwrap().dispatcher, "conv-only");
 

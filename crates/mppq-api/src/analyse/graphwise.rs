@@ -55,7 +55,9 @@ struct KeepFloat<'a> {
 impl ExecHook for KeepFloat<'_> {
     fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
         for (slot, entry) in self.by_op.get(&op.id).into_iter().flatten() {
-            if let Some(t) = outputs.get(*slot).and_then(|v| v.as_ref()).and_then(Value::as_tensor).filter(|t| is_float(t)) {
+            if let Some(t) =
+                outputs.get(*slot).and_then(|v| v.as_ref()).and_then(Value::as_tensor).filter(|t| is_float(t))
+            {
                 self.kept[*entry] = Some(t.clone());
             }
         }
@@ -82,7 +84,12 @@ impl Compare<'_> {
         if fp.shape() != q.shape() {
             return Err(ApiError::Analysis {
                 tensor: name.clone(),
-                message: format!("float run gave shape {:?}, quantized run {:?} (batch {})", fp.shape(), q.shape(), self.batch),
+                message: format!(
+                    "float run gave shape {:?}, quantized run {:?} (batch {})",
+                    fp.shape(),
+                    q.shape(),
+                    self.batch
+                ),
             });
         }
         let (fp, q) = (fp.to_f32_vec(), q.to_f32_vec());
@@ -144,8 +151,15 @@ pub fn graphwise_error(
         let mut keep = KeepFloat { by_op: &by_op, kept: vec![None; watches.len()] };
         exec.run(batch.clone(), &mut [&mut keep])?;
         let mut sim = QuantSimulation::new(graph, BurnFakeQuant);
-        let mut compare =
-            Compare { by_op: &by_op, watches: &watches, kept: keep.kept, sums: &mut sums, samples: &mut samples, batch: b, error: None };
+        let mut compare = Compare {
+            by_op: &by_op,
+            watches: &watches,
+            kept: keep.kept,
+            sums: &mut sums,
+            samples: &mut samples,
+            batch: b,
+            error: None,
+        };
         // Order matters: the simulation quantizes an op's outputs before `compare` sees them.
         exec.run(batch.clone(), &mut [&mut sim, &mut compare])?;
         if let Some(e) = compare.error {

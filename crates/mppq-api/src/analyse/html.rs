@@ -75,14 +75,27 @@ fn bar_chart(out: &mut String, rows: &[(String, String, f64)]) {
     }
     // Axis with ticks every 10 dB.
     let axis_y = ROW_HEIGHT * rows.len() as f64 + 4.0;
-    let _ = write!(out, r##"<line x1="{LABEL_WIDTH}" y1="{axis_y}" x2="{x2}" y2="{axis_y}" stroke="#888"/>"##, x2 = LABEL_WIDTH + plot);
+    let _ = write!(
+        out,
+        r##"<line x1="{LABEL_WIDTH}" y1="{axis_y}" x2="{x2}" y2="{axis_y}" stroke="#888"/>"##,
+        x2 = LABEL_WIDTH + plot
+    );
     let mut tick = 0.0;
     while tick <= top {
         let x = LABEL_WIDTH + tick / top * plot;
-        let _ = write!(out, r##"<text x="{x:.1}" y="{y}" text-anchor="middle" fill="#666">{tick}</text>"##, y = axis_y + 16.0);
+        let _ = write!(
+            out,
+            r##"<text x="{x:.1}" y="{y}" text-anchor="middle" fill="#666">{tick}</text>"##,
+            y = axis_y + 16.0
+        );
         tick += 10.0;
     }
-    let _ = write!(out, r##"<text x="{x}" y="{y}" fill="#666">dB</text></svg>"##, x = LABEL_WIDTH + plot + 10.0, y = axis_y + 16.0);
+    let _ = write!(
+        out,
+        r##"<text x="{x}" y="{y}" fill="#666">dB</text></svg>"##,
+        x = LABEL_WIDTH + plot + 10.0,
+        y = axis_y + 16.0
+    );
 }
 
 /// Overlaid histograms of the float and quantized samples of one tensor on shared bins.
@@ -127,7 +140,12 @@ fn histogram(out: &mut String, t: &TensorStat) {
     if lo < 0.0 && hi > 0.0 {
         // Zero, where asymmetric ranges and clipping show.
         let x = left + -lo / (hi - lo) * plot_w;
-        let _ = write!(out, r##"<line x1="{x:.1}" y1="30" x2="{x:.1}" y2="{y2}" stroke="#999" stroke-dasharray="3,3"/><text x="{x:.1}" y="{ly}" text-anchor="middle" fill="#444">0</text>"##, y2 = base + 4.0, ly = base + 18.0);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="30" x2="{x:.1}" y2="{y2}" stroke="#999" stroke-dasharray="3,3"/><text x="{x:.1}" y="{ly}" text-anchor="middle" fill="#444">0</text>"##,
+            y2 = base + 4.0,
+            ly = base + 18.0
+        );
     }
     let _ = write!(
         out,
@@ -178,15 +196,24 @@ pub fn render_html(report: &AnalysisReport, histogram_tensor: Option<&str>) -> R
     summary("batches analysed", report.batches.to_string());
     summary("tensors watched (graph-wise)", report.graphwise.len().to_string());
     for o in report.outputs() {
-        summary(&format!("output {}", o.tensor), format!("SNR {} dB, cosine {:.6}, MSE {:.3e}", fmt_snr(o.snr_db), o.cosine, o.mse));
+        summary(
+            &format!("output {}", o.tensor),
+            format!("SNR {} dB, cosine {:.6}, MSE {:.3e}", fmt_snr(o.snr_db), o.cosine, o.mse),
+        );
     }
     if let Some(worst) = report.graphwise.iter().min_by(|a, b| a.snr_db.total_cmp(&b.snr_db)) {
-        summary("worst tensor (graph-wise)", format!("{} ({}): {} dB", worst.tensor, worst.op_type, fmt_snr(worst.snr_db)));
+        summary(
+            "worst tensor (graph-wise)",
+            format!("{} ({}): {} dB", worst.tensor, worst.op_type, fmt_snr(worst.snr_db)),
+        );
     }
     if let Some(layers) = &report.layerwise {
         summary("layers analysed one at a time", layers.len().to_string());
         if let Some(l) = layers.first() {
-            summary("worst layer (layer-wise)", format!("{} ({}): outputs at {} dB", l.op, l.op_type, fmt_snr(l.snr_db)));
+            summary(
+                "worst layer (layer-wise)",
+                format!("{} ({}): outputs at {} dB", l.op, l.op_type, fmt_snr(l.snr_db)),
+            );
         }
     }
     out.push_str("</tbody></table>");

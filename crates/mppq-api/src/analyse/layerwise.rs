@@ -48,7 +48,10 @@ fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<(String, Vec<f32>)> {
             let t = v.into_tensor()?;
             let float = matches!(
                 t.dtype(),
-                mppq_ir::DataType::Float | mppq_ir::DataType::Double | mppq_ir::DataType::Float16 | mppq_ir::DataType::BFloat16
+                mppq_ir::DataType::Float
+                    | mppq_ir::DataType::Double
+                    | mppq_ir::DataType::Float16
+                    | mppq_ir::DataType::BFloat16
             );
             float.then(|| (name, t.to_f32_vec()))
         })
@@ -89,7 +92,9 @@ pub fn layerwise_error(
                     let op = op_label(*layer, graph.operation(*layer)?);
                     return Err(ApiError::Analysis {
                         tensor: name.clone(),
-                        message: format!("with only `{op}` quantized the output is NaN, infinite or resized in batch {b}; check that op's quantization parameters"),
+                        message: format!(
+                            "with only `{op}` quantized the output is NaN, infinite or resized in batch {b}; check that op's quantization parameters"
+                        ),
                     });
                 }
                 sum.merge(&m);

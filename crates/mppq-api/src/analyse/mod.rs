@@ -18,7 +18,7 @@ pub mod table;
 
 pub use graphwise::{graphwise_error, watched_tensors};
 pub use html::{render_html, write_html};
-pub use layerwise::{layerwise_error, layers_to_analyse};
+pub use layerwise::{layers_to_analyse, layerwise_error};
 pub use stats::{Moments, PairSample};
 pub use table::render_table;
 
@@ -179,7 +179,10 @@ pub(crate) fn is_quantized(op: &Operation) -> bool {
 }
 
 pub(crate) fn no_batches(model_part: &str) -> ApiError {
-    ApiError::Analysis { tensor: model_part.into(), message: "no batches to analyse: give at least one input batch".into() }
+    ApiError::Analysis {
+        tensor: model_part.into(),
+        message: "no batches to analyse: give at least one input batch".into(),
+    }
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory, then renames it.

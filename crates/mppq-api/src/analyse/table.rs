@@ -71,7 +71,14 @@ pub fn render_table(report: &AnalysisReport, width: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "quantization error of `{}` on {} batch(es)", report.model, report.batches);
     for o in report.outputs() {
-        let _ = writeln!(out, "  output {}: SNR {} dB, cosine {:.6}, MSE {:.3e}", o.tensor, fmt_snr(o.snr_db), o.cosine, o.mse);
+        let _ = writeln!(
+            out,
+            "  output {}: SNR {} dB, cosine {:.6}, MSE {:.3e}",
+            o.tensor,
+            fmt_snr(o.snr_db),
+            o.cosine,
+            o.mse
+        );
     }
     out.push('\n');
     let rows = report
@@ -82,8 +89,10 @@ pub fn render_table(report: &AnalysisReport, width: usize) -> String {
     table(&mut out, "graph-wise (per tensor, float vs full simulation):", rows, width);
     if let Some(layers) = &report.layerwise {
         out.push('\n');
-        let rows =
-            layers.iter().map(|l| Row { name: &l.op, op_type: &l.op_type, snr: l.snr_db, cosine: l.cosine, mse: l.mse }).collect();
+        let rows = layers
+            .iter()
+            .map(|l| Row { name: &l.op, op_type: &l.op_type, snr: l.snr_db, cosine: l.cosine, mse: l.mse })
+            .collect();
         table(&mut out, "layer-wise (graph outputs, only this op quantized):", rows, width);
     }
     // Rows are sized to fit; headers with long names are cut so that no line is wider.

@@ -197,8 +197,9 @@ fn run(cli: Cli) -> Result<()> {
             let loaded = mppq_onnx::load_model(&model)?;
             let quantizer = mppq_quant::quantizer::OnnxRuntimeQuantizer::default();
             let scope = mppq_api::quantize::ignored_scope(&ignore);
-            let ctx = mppq_dispatch::DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types())
-                .with_ignored(scope);
+            let ctx =
+                mppq_dispatch::DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types())
+                    .with_ignored(scope);
             let decisions = mppq_dispatch::dispatcher_by_name(&dispatcher)?.dispatch(&loaded.graph, &ctx)?;
             print!("{decisions}");
         }
@@ -213,10 +214,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             let files = mppq_api::run::input_files(&input)?;
             for file in &files {
-                let out_dir = if input.is_dir() { output.join(file.file_stem().unwrap_or_default()) } else { output.clone() };
+                let out_dir =
+                    if input.is_dir() { output.join(file.file_stem().unwrap_or_default()) } else { output.clone() };
                 let feeds = mppq_api::run::read_feeds(&loaded, file)?;
                 let outputs = mppq_api::run::run_model_with(&loaded, feeds, &device, quant_config.is_some())?;
-                std::fs::create_dir_all(&out_dir).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", out_dir.display()))?;
+                std::fs::create_dir_all(&out_dir)
+                    .map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", out_dir.display()))?;
                 for (name, data) in outputs {
                     let path = out_dir.join(mppq_api::run::output_file_name(&name));
                     mppq_api::npy::write_npy(&path, &data)?;
@@ -236,7 +239,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Analyse { model, quant, quant_config, output } => {
             let setting = quant.setting()?;
             let mut progress = quant.progress();
-            let job = mppq_api::quantize::analyse_model(&model, &quant.calib, setting, quant_config.as_deref(), output.as_deref(), progress.as_mut())?;
+            let job = mppq_api::quantize::analyse_model(
+                &model,
+                &quant.calib,
+                setting,
+                quant_config.as_deref(),
+                output.as_deref(),
+                progress.as_mut(),
+            )?;
             print_job(&job, quant.verbose, quant.quiet);
         }
         Command::Platforms => {

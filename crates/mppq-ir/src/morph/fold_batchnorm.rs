@@ -137,10 +137,7 @@ fn plan_fold(graph: &Graph, op_id: OpId, bn_id: OpId) -> Result<Option<FoldPlan>
         _ => return Ok(None),
     };
     let bias: Vec<f32> = (0..channels).map(|c| (bias_before[c] - mean[c]) * scale[c] + beta[c]).collect();
-    Ok(Some(FoldPlan {
-        weight: TensorData::from_vec(shape, &w)?,
-        bias: TensorData::from_vec(vec![channels], &bias)?,
-    }))
+    Ok(Some(FoldPlan { weight: TensorData::from_vec(shape, &w)?, bias: TensorData::from_vec(vec![channels], &bias)? }))
 }
 
 fn apply(graph: &mut Graph, op_id: OpId, bn_id: OpId, plan: FoldPlan) -> Result<()> {
@@ -202,7 +199,8 @@ mod tests {
                             for a in 0..kh {
                                 for bb in 0..kw {
                                     let xc = g * cg + ci;
-                                    acc += x[((ni * c + xc) * h + i + a) * wd + j + bb] * w[((mi * cg + ci) * kh + a) * kw + bb];
+                                    acc += x[((ni * c + xc) * h + i + a) * wd + j + bb]
+                                        * w[((mi * cg + ci) * kh + a) * kw + bb];
                                 }
                             }
                         }
@@ -283,7 +281,11 @@ mod tests {
         let bv = g.add_initializer("b", TensorData::from_vec(vec![6], &b).unwrap()).unwrap();
         let cv = g.ensure_variable("conv_out");
         let conv_id = g
-            .add_operation(Operation::new("Conv", "conv").with_attr("group", Attribute::Int(2)), &[Some(xv), Some(wv), Some(bv)], &[Some(cv)])
+            .add_operation(
+                Operation::new("Conv", "conv").with_attr("group", Attribute::Int(2)),
+                &[Some(xv), Some(wv), Some(bv)],
+                &[Some(cv)],
+            )
             .unwrap();
         let y = add_bn(&mut g, cv, &p, "y");
 
@@ -321,7 +323,9 @@ mod tests {
         g.add_graph_input(av).unwrap();
         let wv = g.add_initializer("w", TensorData::from_vec(vec![n, k], &bt).unwrap()).unwrap();
         let cv = g.ensure_variable("gemm_out");
-        let op = Operation::new("Gemm", "gemm").with_attr("transB", Attribute::Int(1)).with_attr("alpha", Attribute::Float(0.5));
+        let op = Operation::new("Gemm", "gemm")
+            .with_attr("transB", Attribute::Int(1))
+            .with_attr("alpha", Attribute::Float(0.5));
         g.add_operation(op, &[Some(av), Some(wv)], &[Some(cv)]).unwrap();
         add_bn(&mut g, cv, &p, "y");
 
@@ -359,8 +363,12 @@ mod tests {
         g.add_graph_input(xv).unwrap();
         let wv = g.add_initializer("w", TensorData::from_vec(vec![c, m / group, 1, 1], &w).unwrap()).unwrap();
         let cv = g.ensure_variable("ct");
-        g.add_operation(Operation::new("ConvTranspose", "ct").with_attr("group", Attribute::Int(2)), &[Some(xv), Some(wv)], &[Some(cv)])
-            .unwrap();
+        g.add_operation(
+            Operation::new("ConvTranspose", "ct").with_attr("group", Attribute::Int(2)),
+            &[Some(xv), Some(wv)],
+            &[Some(cv)],
+        )
+        .unwrap();
         add_bn(&mut g, cv, &p, "y");
         assert_eq!(fold_batchnorm(&mut g).unwrap(), 1);
         let op = g.operations().next().unwrap().1;

@@ -19,7 +19,8 @@ use crate::graph::{Graph, OpId, Operation, VarId};
 
 /// Fuses every eligible Conv; returns how many. Q/DQ operations left without readers are removed.
 pub fn fuse_qdq_conv(graph: &mut Graph) -> Result<usize> {
-    let convs: Vec<OpId> = graph.operations().filter(|(_, op)| op.op_type == "Conv" && op.domain.is_empty()).map(|(id, _)| id).collect();
+    let convs: Vec<OpId> =
+        graph.operations().filter(|(_, op)| op.op_type == "Conv" && op.domain.is_empty()).map(|(id, _)| id).collect();
     let mut fused = 0;
     for conv in convs {
         if let Some(plan) = plan(graph, conv) {
@@ -140,7 +141,17 @@ fn apply(graph: &mut Graph, conv: OpId, plan: Plan) -> Result<()> {
     let mut fused = Operation::new("QLinearConv", removed.name.clone());
     fused.attributes = removed.attributes.clone();
     fused.opset = removed.opset;
-    let inputs = [plan.x[0], plan.x[1], plan.x[2], plan.w[0], plan.w[1], plan.w[2], Some(plan.y_scale), Some(plan.y_zero), plan.bias];
+    let inputs = [
+        plan.x[0],
+        plan.x[1],
+        plan.x[2],
+        plan.w[0],
+        plan.w[1],
+        plan.w[2],
+        Some(plan.y_scale),
+        Some(plan.y_zero),
+        plan.bias,
+    ];
     let inputs: Vec<Option<VarId>> = if plan.bias.is_some() { inputs.to_vec() } else { inputs[..8].to_vec() };
     graph.add_operation(fused, &inputs, &[Some(plan.output)])?;
     Ok(())

@@ -54,11 +54,8 @@ impl TensorQuantConfig {
         if !(2..=16).contains(&bits) && bits != 32 {
             return Err(IrError::InvalidQuantConfig(format!("{bits} bits: use 2–16, or 32 for biases")));
         }
-        let (quant_min, quant_max) = if symmetric {
-            (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
-        } else {
-            (0, (1i64 << bits) - 1)
-        };
+        let (quant_min, quant_max) =
+            if symmetric { (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1) } else { (0, (1i64 << bits) - 1) };
         Ok(Self {
             policy: QuantizationPolicy::linear(symmetric, channel_axis.is_some()),
             rounding: RoundingPolicy::HalfEven,

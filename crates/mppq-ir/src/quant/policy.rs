@@ -101,12 +101,12 @@ impl QuantizationPolicy {
 
     /// Every valid policy (for tests and documentation).
     pub fn all_valid() -> Vec<Self> {
-        (0u16..256).filter_map(|b| {
-            let props: Vec<_> =
-                QuantizationProperty::ALL.into_iter().filter(|p| b as u8 & p.bit() != 0).collect();
-            Self::new(&props).ok()
-        })
-        .collect()
+        (0u16..256)
+            .filter_map(|b| {
+                let props: Vec<_> = QuantizationProperty::ALL.into_iter().filter(|p| b as u8 & p.bit() != 0).collect();
+                Self::new(&props).ok()
+            })
+            .collect()
     }
 }
 

@@ -25,10 +25,7 @@ pub enum TargetPrecision {
 impl TargetPrecision {
     /// Whether operations of this precision get quantization configs.
     pub fn is_quantized(self) -> bool {
-        matches!(
-            self,
-            Self::Int8 | Self::Int16 | Self::Int4 | Self::LowBit | Self::Fp8E4M3 | Self::Fp8E5M2
-        )
+        matches!(self, Self::Int8 | Self::Int16 | Self::Int4 | Self::LowBit | Self::Fp8E4M3 | Self::Fp8E5M2)
     }
 
     pub fn name(self) -> &'static str {

@@ -27,7 +27,8 @@ pub fn config_at_mut(graph: &mut Graph, loc: ConfigLocation) -> Option<&mut Tens
 }
 
 fn describe(graph: &Graph, loc: ConfigLocation) -> String {
-    let op = graph.operation(loc.op).map(|o| format!("`{}` ({})", o.name, o.op_type)).unwrap_or(format!("#{}", loc.op.0));
+    let op =
+        graph.operation(loc.op).map(|o| format!("`{}` ({})", o.name, o.op_type)).unwrap_or(format!("#{}", loc.op.0));
     let side = match loc.side {
         ConfigSide::Input => "input",
         ConfigSide::Output => "output",
@@ -132,9 +133,15 @@ mod tests {
         assert_eq!(dominator_root(&g, b_out).unwrap(), a_out);
         assert_eq!(sync_dominated(&mut g).unwrap(), 2);
         let bi = config_at(&g, b_in).unwrap();
-        assert_eq!((bi.scale.clone(), bi.offset.clone(), bi.state), (vec![0.5], vec![3.0], QuantizationState::Overlapped));
+        assert_eq!(
+            (bi.scale.clone(), bi.offset.clone(), bi.state),
+            (vec![0.5], vec![3.0], QuantizationState::Overlapped)
+        );
         let bo = config_at(&g, b_out).unwrap();
-        assert_eq!((bo.scale.clone(), bo.offset.clone(), bo.state), (vec![0.5], vec![3.0], QuantizationState::Activated));
+        assert_eq!(
+            (bo.scale.clone(), bo.offset.clone(), bo.state),
+            (vec![0.5], vec![3.0], QuantizationState::Activated)
+        );
     }
 
     #[test]
@@ -147,7 +154,8 @@ mod tests {
         let err = sync_dominated(&mut g).unwrap_err().to_string();
         assert!(err.contains("dominance cycle") && err.contains("`a` (Relu)"), "{err}");
 
-        config_at_mut(&mut g, a_out).unwrap().dominated_by = Some(ConfigLocation { op: b, side: ConfigSide::Output, index: 7 });
+        config_at_mut(&mut g, a_out).unwrap().dominated_by =
+            Some(ConfigLocation { op: b, side: ConfigSide::Output, index: 7 });
         let err = dominator_root(&g, a_out).unwrap_err().to_string();
         assert!(err.contains("output 7 of `b` (Relu)"), "{err}");
     }

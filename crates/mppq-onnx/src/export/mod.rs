@@ -14,11 +14,15 @@ pub type Result<T, E = ExportError> = std::result::Result<T, E>;
 /// what would fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    #[error("operation `{op}` ({op_type}): the config of tensor `{tensor}` is in state {state} and has no scale: calibrate the model before exporting")]
+    #[error(
+        "operation `{op}` ({op_type}): the config of tensor `{tensor}` is in state {state} and has no scale: calibrate the model before exporting"
+    )]
     NotCalibrated { op: String, op_type: String, tensor: String, state: String },
     #[error("operation `{op}` ({op_type}), tensor `{tensor}`: {message}")]
     Unsupported { op: String, op_type: String, tensor: String, message: String },
-    #[error("cannot raise the opset from {from} to {to} (needed for {why}): operation `{op}` ({op_type}) changed meaning at opset {changed}; convert the model to a newer opset first")]
+    #[error(
+        "cannot raise the opset from {from} to {to} (needed for {why}): operation `{op}` ({op_type}) changed meaning at opset {changed}; convert the model to a newer opset first"
+    )]
     Opset { from: i64, to: i64, why: String, op: String, op_type: String, changed: i64 },
     #[error("quantization JSON `{file}`: {message}")]
     Json { file: String, message: String },

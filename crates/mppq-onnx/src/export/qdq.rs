@@ -108,7 +108,6 @@ fn type_range(dtype: DataType) -> (i64, i64) {
     }
 }
 
-
 /// One config to export.
 struct Site {
     op: OpId,
@@ -134,7 +133,11 @@ fn exported(c: &TensorQuantConfig, g: &Graph, op: OpId, var: VarId) -> Result<bo
         | QuantizationState::Passive
         | QuantizationState::Baked
         | QuantizationState::PassiveBaked => {
-            if c.scale.is_empty() { missing(c) } else { Ok(true) }
+            if c.scale.is_empty() {
+                missing(c)
+            } else {
+                Ok(true)
+            }
         }
         QuantizationState::Initial | QuantizationState::PassiveInit => missing(c),
         QuantizationState::Overlapped | QuantizationState::Fp32 | QuantizationState::Soi => Ok(false),
@@ -168,10 +171,15 @@ fn plan(g: &Graph, options: &QdqOptions) -> Result<Plan> {
                 }
                 let site = Site { op: id, slot, var: *var, config: config.clone(), format };
                 if !is_param && config.rounding != RoundingPolicy::HalfEven {
-                    return Err(unsupported(g, id, *var, format!(
-                        "rounding {:?}: QuantizeLinear rounds half to even; use half_even for activations",
-                        config.rounding
-                    )));
+                    return Err(unsupported(
+                        g,
+                        id,
+                        *var,
+                        format!(
+                            "rounding {:?}: QuantizeLinear rounds half to even; use half_even for activations",
+                            config.rounding
+                        ),
+                    ));
                 }
                 if !is_param && site.format.clip && config.channel_axis.is_some() {
                     return Err(unsupported(g, id, *var, "a per-channel activation range narrower than its Q/DQ type cannot be kept (one Clip bound per tensor)".into()));
@@ -242,7 +250,11 @@ fn int_tensor(dtype: DataType, shape: Vec<usize>, values: &[i64]) -> Result<Tens
         DataType::Int32 => values.iter().for_each(|v| bytes.extend((*v as i32).to_le_bytes())),
         // FP8 zero points: +0.0 is the all-zero byte in both formats.
         DataType::Float8E4M3FN | DataType::Float8E5M2 => bytes.extend(values.iter().map(|_| 0u8)),
-        other => return Err(ExportError::Ir(mppq_ir::IrError::InvalidQuantConfig(format!("no integer encoding for {other:?}")))),
+        other => {
+            return Err(ExportError::Ir(mppq_ir::IrError::InvalidQuantConfig(format!(
+                "no integer encoding for {other:?}"
+            ))));
+        }
     }
     Ok(TensorData::from_packed(dtype, shape, bytes)?)
 }
@@ -276,8 +288,14 @@ fn add_pair(g: &mut Graph, src: VarId, dst: VarId, c: &TensorQuantConfig, f: QFo
         // QuantizeLinear saturates to the type's range; the config's narrower range is applied
         // first in float (bounds are exact grid points, so rounding cannot cross them).
         let (o, sc) = (c.offset[0], c.scale[0]);
-        let lo = g.add_initializer(g.fresh_var_name(&format!("{base}_clip_min")), TensorData::scalar((c.quant_min as f32 - o) * sc))?;
-        let hi = g.add_initializer(g.fresh_var_name(&format!("{base}_clip_max")), TensorData::scalar((c.quant_max as f32 - o) * sc))?;
+        let lo = g.add_initializer(
+            g.fresh_var_name(&format!("{base}_clip_min")),
+            TensorData::scalar((c.quant_min as f32 - o) * sc),
+        )?;
+        let hi = g.add_initializer(
+            g.fresh_var_name(&format!("{base}_clip_max")),
+            TensorData::scalar((c.quant_max as f32 - o) * sc),
+        )?;
         let clipped = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_clipped"))))?;
         let clip = Operation::new("Clip", g.fresh_op_name(&format!("{base}_Clip"))).with_opset(opset);
         g.add_operation(clip, &[Some(x), Some(lo), Some(hi)], &[Some(clipped)])?;
@@ -345,7 +363,14 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
             continue;
         }
         if let Some(changed) = changes_meaning(op, from, to) {
-            return Err(ExportError::Opset { from, to, why: why.into(), op: op.name.clone(), op_type: op.op_type.clone(), changed });
+            return Err(ExportError::Opset {
+                from,
+                to,
+                why: why.into(),
+                op: op.name.clone(),
+                op_type: op.op_type.clone(),
+                changed,
+            });
         }
     }
     let ids: Vec<OpId> = model.graph.operations().filter(|(_, o)| o.domain.is_empty()).map(|(id, _)| id).collect();
@@ -397,7 +422,8 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     // Activation inputs: nothing where the tensor is already quantized the same way, else a
     // pair on this edge, shared with other edges from the same tensor with the same config.
     for s in &acts {
-        let cur = g.operation(s.op)?.inputs()[s.slot].ok_or_else(|| unsupported(g, s.op, s.var, "input slot emptied".into()))?;
+        let cur = g.operation(s.op)?.inputs()[s.slot]
+            .ok_or_else(|| unsupported(g, s.op, s.var, "input slot emptied".into()))?;
         if let Some((_, _, dq)) = covered.iter().find(|(v, c, _)| *v == cur && c.same_grid(&s.config)) {
             let dq = *dq;
             if dq != cur {
@@ -488,7 +514,12 @@ mod tests {
         let mut g = Graph::new("t");
         let x = g.add_variable(Variable::new("x")).unwrap();
         g.add_graph_input(x).unwrap();
-        let w = g.add_initializer("W", TensorData::from_vec(vec![3, 2, 1, 1], &[0.5f32, -0.25, 0.1, 0.2, -0.63, 0.3]).unwrap()).unwrap();
+        let w = g
+            .add_initializer(
+                "W",
+                TensorData::from_vec(vec![3, 2, 1, 1], &[0.5f32, -0.25, 0.1, 0.2, -0.63, 0.3]).unwrap(),
+            )
+            .unwrap();
         let b = g.add_initializer("B", TensorData::from_vec(vec![3], &[0.01f32, -0.02, 0.5]).unwrap()).unwrap();
         let [y, z, p] = ["y", "z", "p"].map(|n| g.add_variable(Variable::new(n)).unwrap());
         let conv = g.add_operation(Operation::new("Conv", "conv"), &[Some(x), Some(w), Some(b)], &[Some(y)]).unwrap();
@@ -506,13 +537,17 @@ mod tests {
             input_configs: vec![Some(act(s_in, 128.0)), Some(weight(s_w, 0)), Some(bias)],
             output_configs: vec![Some(act(0.01, 100.0))],
         });
-        g.operation_mut(relu).unwrap().quant_config =
-            Some(OperationQuantConfig { input_configs: vec![Some(act(0.01, 100.0))], output_configs: vec![Some(act(0.005, 0.0))] });
+        g.operation_mut(relu).unwrap().quant_config = Some(OperationQuantConfig {
+            input_configs: vec![Some(act(0.01, 100.0))],
+            output_configs: vec![Some(act(0.005, 0.0))],
+        });
         let mut overlapped = act(0.004, 0.0);
         overlapped.state = QuantizationState::Overlapped;
         overlapped.dominated_by = Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 });
-        g.operation_mut(sig).unwrap().quant_config =
-            Some(OperationQuantConfig { input_configs: vec![Some(act(0.02, 50.0))], output_configs: vec![Some(overlapped)] });
+        g.operation_mut(sig).unwrap().quant_config = Some(OperationQuantConfig {
+            input_configs: vec![Some(act(0.02, 50.0))],
+            output_configs: vec![Some(overlapped)],
+        });
         Model::new(g, 11)
     }
 
@@ -543,9 +578,14 @@ mod tests {
         let sig = &ops(g, "Sigmoid")[0];
         let sig_in = sig.inputs()[0].unwrap();
         assert_ne!(sig_in, y_dq);
-        let q = g.operation(g.producer(g.operation(g.producer(sig_in).unwrap()).unwrap().inputs()[0].unwrap()).unwrap()).unwrap();
+        let q = g
+            .operation(g.producer(g.operation(g.producer(sig_in).unwrap()).unwrap().inputs()[0].unwrap()).unwrap())
+            .unwrap();
         assert_eq!((q.op_type.as_str(), q.inputs()[0]), ("QuantizeLinear", Some(y_dq)));
-        assert_eq!(init(g, &format!("{}_scale", g.var_name(y_dq).trim_end_matches("_dequantized"))).to_f32_vec().unwrap(), vec![0.01]);
+        assert_eq!(
+            init(g, &format!("{}_scale", g.var_name(y_dq).trim_end_matches("_dequantized"))).to_f32_vec().unwrap(),
+            vec![0.01]
+        );
         // Overlapped output: p is the sigmoid's own output, no pair.
         let p = g.var_named("p").unwrap();
         assert_eq!(producer_type(g, p), "Sigmoid");
@@ -658,7 +698,12 @@ mod tests {
         assert_eq!(out.opset(""), Some(21));
         // FP8 E4M3: FLOAT8E4M3FN at opset 19.
         let m = with_relu_output(|c| {
-            c.policy = QuantizationPolicy::new(&[QuantizationProperty::PerTensor, QuantizationProperty::Floating, QuantizationProperty::Symmetric]).unwrap();
+            c.policy = QuantizationPolicy::new(&[
+                QuantizationProperty::PerTensor,
+                QuantizationProperty::Floating,
+                QuantizationProperty::Symmetric,
+            ])
+            .unwrap();
             (c.num_of_bits, c.exponent_bits, c.mantissa_bits, c.quant_min, c.quant_max) = (8, 4, 3, -448, 448);
             c.offset = vec![0.0];
         });
@@ -693,7 +738,10 @@ mod tests {
             g.add_operation(op, &[Some(z)], &[Some(r)]).unwrap();
             match export_qdq(&m, &QdqOptions::default()) {
                 Ok(out) => assert!(ok && out.opset("") == Some(21), "{axis:?}"),
-                Err(e) => assert!(!ok && e.to_string().contains("`sm` (Softmax) changed meaning at opset 13"), "{axis:?}: {e}"),
+                Err(e) => assert!(
+                    !ok && e.to_string().contains("`sm` (Softmax) changed meaning at opset 13"),
+                    "{axis:?}: {e}"
+                ),
             }
         }
     }

@@ -125,7 +125,9 @@ pub fn to_quant_json(model: &Model) -> Result<QuantJson> {
     let mut from_producer = std::collections::HashSet::new();
     for (_, op) in g.operations() {
         let (inputs, outputs) = match &op.quant_config {
-            Some(qc) => (Some(slots(g, op.inputs(), &qc.input_configs)?), Some(slots(g, op.outputs(), &qc.output_configs)?)),
+            Some(qc) => {
+                (Some(slots(g, op.inputs(), &qc.input_configs)?), Some(slots(g, op.outputs(), &qc.output_configs)?))
+            }
             None => (None, None),
         };
         for e in outputs.iter().flatten().flatten() {
@@ -134,7 +136,8 @@ pub fn to_quant_json(model: &Model) -> Result<QuantJson> {
                 tensors.insert(e.tensor.clone(), e.clone());
             }
         }
-        operations.insert(op.name.clone(), OpEntry { op_type: op.op_type.clone(), precision: op.precision, inputs, outputs });
+        operations
+            .insert(op.name.clone(), OpEntry { op_type: op.op_type.clone(), precision: op.precision, inputs, outputs });
     }
     for op in operations.values() {
         for e in op.inputs.iter().flatten().flatten() {
@@ -157,7 +160,8 @@ pub fn write_quant_json(model: &Model, path: impl AsRef<Path>) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| fail(format!("cannot create a temp file in {}: {e}", dir.display())))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir)
+        .map_err(|e| fail(format!("cannot create a temp file in {}: {e}", dir.display())))?;
     tmp.write_all(&json).map_err(|e| fail(e.to_string()))?;
     tmp.as_file().sync_all().map_err(|e| fail(e.to_string()))?;
     tmp.persist(path).map_err(|e| fail(e.to_string()))?;
@@ -169,7 +173,8 @@ pub fn read_quant_json(path: impl AsRef<Path>) -> Result<QuantJson> {
     let path = path.as_ref();
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| ExportError::Json { file: file.clone(), message: e.to_string() })?;
-    let json: QuantJson = serde_json::from_slice(&bytes).map_err(|e| ExportError::Json { file: file.clone(), message: e.to_string() })?;
+    let json: QuantJson =
+        serde_json::from_slice(&bytes).map_err(|e| ExportError::Json { file: file.clone(), message: e.to_string() })?;
     if json.format != FORMAT {
         return Err(ExportError::Json { file, message: format!("format `{}`, expected `{FORMAT}`", json.format) });
     }
@@ -184,7 +189,12 @@ fn config_of(g: &Graph, e: &TensorEntry) -> Result<TensorQuantConfig> {
     let dominated_by = match &e.dominated_by {
         None => None,
         Some(r) => {
-            let op = g.op_id(&r.op).ok_or_else(|| bad(format!("tensor `{}` is dominated by a config of operation `{}`, which the graph does not have", e.tensor, r.op)))?;
+            let op = g.op_id(&r.op).ok_or_else(|| {
+                bad(format!(
+                    "tensor `{}` is dominated by a config of operation `{}`, which the graph does not have",
+                    e.tensor, r.op
+                ))
+            })?;
             Some(ConfigLocation { op, side: r.side, index: r.slot })
         }
     };
@@ -207,7 +217,13 @@ fn config_of(g: &Graph, e: &TensorEntry) -> Result<TensorQuantConfig> {
     Ok(c)
 }
 
-fn configs_of(g: &Graph, op: &str, side: &str, vars: &[Option<VarId>], entries: &[Option<TensorEntry>]) -> Result<Vec<Option<TensorQuantConfig>>> {
+fn configs_of(
+    g: &Graph,
+    op: &str,
+    side: &str,
+    vars: &[Option<VarId>],
+    entries: &[Option<TensorEntry>],
+) -> Result<Vec<Option<TensorQuantConfig>>> {
     if entries.len() != vars.len() {
         return Err(bad(format!("operation `{op}` has {} {side}s but the JSON gives {}", vars.len(), entries.len())));
     }
@@ -231,10 +247,14 @@ fn configs_of(g: &Graph, op: &str, side: &str, vars: &[Option<VarId>], entries: 
 pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
     let mut updates: Vec<(OpId, TargetPrecision, Option<OperationQuantConfig>)> = Vec::new();
     for (name, e) in &json.operations {
-        let id = graph.op_id(name).ok_or_else(|| bad(format!("operation `{name}` ({}) is not in the graph", e.op_type)))?;
+        let id =
+            graph.op_id(name).ok_or_else(|| bad(format!("operation `{name}` ({}) is not in the graph", e.op_type)))?;
         let op = graph.operation(id)?;
         if op.op_type != e.op_type {
-            return Err(bad(format!("operation `{name}` is a {} in the graph but a {} in the JSON", op.op_type, e.op_type)));
+            return Err(bad(format!(
+                "operation `{name}` is a {} in the graph but a {} in the JSON",
+                op.op_type, e.op_type
+            )));
         }
         let config = match (&e.inputs, &e.outputs) {
             (Some(i), Some(o)) => Some(OperationQuantConfig {
@@ -271,10 +291,12 @@ mod tests {
         let mut c = TensorQuantConfig::linear(8, false, None).unwrap();
         (c.scale, c.offset, c.state) = (vec![0.1], vec![3.0], QuantizationState::Activated);
         let mut d = c.clone();
-        (d.state, d.dominated_by) = (QuantizationState::Overlapped, Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 }));
+        (d.state, d.dominated_by) =
+            (QuantizationState::Overlapped, Some(ConfigLocation { op: relu, side: ConfigSide::Output, index: 0 }));
         let op = g.operation_mut(relu).unwrap();
         op.precision = TargetPrecision::Int8;
-        op.quant_config = Some(OperationQuantConfig { input_configs: vec![Some(c.clone())], output_configs: vec![Some(c)] });
+        op.quant_config =
+            Some(OperationQuantConfig { input_configs: vec![Some(c.clone())], output_configs: vec![Some(c)] });
         let op = g.operation_mut(sig).unwrap();
         op.precision = TargetPrecision::Int8;
         op.quant_config = Some(OperationQuantConfig { input_configs: vec![Some(d)], output_configs: vec![None] });
@@ -291,7 +313,10 @@ mod tests {
         assert_eq!(e["state"], "overlapped");
         assert_eq!(e["dominated_by"], serde_json::json!({"op": "relu", "side": "output", "slot": 0, "tensor": "y"}));
         assert_eq!(e["policy"], serde_json::json!(["per_tensor", "linear", "asymmetric"]));
-        assert_eq!((e["bits"].as_u64(), e["quant_max"].as_i64(), e["zero_point"][0].as_f64()), (Some(8), Some(255), Some(3.0)));
+        assert_eq!(
+            (e["bits"].as_u64(), e["quant_max"].as_i64(), e["zero_point"][0].as_f64()),
+            (Some(8), Some(255), Some(3.0))
+        );
         assert_eq!(v["operations"]["relu"]["precision"], "int8");
         // y is listed once, with the producer's (active) config; x by its consumer's.
         assert_eq!(json.tensors.keys().collect::<Vec<_>>(), ["y", "x"]);

@@ -52,8 +52,7 @@ use crate::error::{QuantError, Result};
 use mppq_ir::quant::TensorQuantConfig;
 
 /// Names accepted by [`create_observer`] (the `observer` field of a config).
-pub const OBSERVER_NAMES: [&str; 8] =
-    ["minmax", "percentile", "kl", "mse", "isotone", "constant", "floating", "hist"];
+pub const OBSERVER_NAMES: [&str; 8] = ["minmax", "percentile", "kl", "mse", "isotone", "constant", "floating", "hist"];
 
 /// A calibration observer for one variable.
 pub trait Observer: Send + std::fmt::Debug {

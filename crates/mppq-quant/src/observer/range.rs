@@ -24,7 +24,9 @@ pub fn pow2_up(scale: f64) -> f64 {
 
 /// Clamps a raw scale into `[MIN_SCALE, f32::MAX]`, applying the power-of-2 rule if asked.
 pub fn finish_scale(raw: f64, power_of_2: bool) -> f64 {
-    let mut s = if raw.is_finite() && raw >= f64::from(MIN_SCALE) { raw } else if raw.is_finite() || raw.is_nan() {
+    let mut s = if raw.is_finite() && raw >= f64::from(MIN_SCALE) {
+        raw
+    } else if raw.is_finite() || raw.is_nan() {
         f64::from(MIN_SCALE)
     } else {
         f64::from(f32::MAX)
@@ -53,11 +55,8 @@ pub fn linear_params(config: &TensorQuantConfig, lo: f64, hi: f64) -> (f64, f64)
         (hi - lo) / (qmax - qmin).max(1.0)
     };
     let scale = finish_scale(raw, config.policy.is_power_of_2());
-    let offset = if config.policy.is_symmetric() {
-        0.0
-    } else {
-        config.rounding.round(qmin - lo / scale).clamp(qmin, qmax)
-    };
+    let offset =
+        if config.policy.is_symmetric() { 0.0 } else { config.rounding.round(qmin - lo / scale).clamp(qmin, qmax) };
     (scale, offset)
 }
 

@@ -5,7 +5,9 @@
 use super::Quantizer;
 use super::layout::{COMMON_TYPES, SlotKind, configure};
 use crate::error::Result;
-use mppq_ir::quant::{OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, TargetPrecision, TensorQuantConfig};
+use mppq_ir::quant::{
+    OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, TargetPrecision, TensorQuantConfig,
+};
 use mppq_ir::{Graph, OpId};
 
 /// Which FP8 format.

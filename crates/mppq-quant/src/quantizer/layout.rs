@@ -8,8 +8,23 @@ use mppq_ir::{Graph, OpId, Operation};
 
 /// Operation types the built-in integer and FP8 quantizers configure.
 pub const COMMON_TYPES: [&str; 17] = [
-    "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Relu", "Clip", "LeakyRelu", "Sigmoid", "MaxPool",
-    "AveragePool", "GlobalAveragePool", "Concat", "Resize", "Softmax",
+    "Conv",
+    "ConvTranspose",
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Sub",
+    "Mul",
+    "Relu",
+    "Clip",
+    "LeakyRelu",
+    "Sigmoid",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Concat",
+    "Resize",
+    "Softmax",
 ];
 
 /// The role of one input or output slot.

@@ -59,7 +59,10 @@ pub fn init_quantization(graph: &mut Graph, quantizer: &dyn Quantizer) -> Result
         if !types.contains(&op.op_type.as_str()) {
             return Err(QuantError::InvalidOption {
                 observer: quantizer.name().to_string(),
-                message: format!("operation `{}` ({}) was dispatched to {target}, but this quantizer does not declare that type", op.name, op.op_type),
+                message: format!(
+                    "operation `{}` ({}) was dispatched to {target}, but this quantizer does not declare that type",
+                    op.name, op.op_type
+                ),
             });
         }
         let config = quantizer.init_quantize_config(graph, *id)?;

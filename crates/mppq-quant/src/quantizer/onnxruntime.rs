@@ -31,8 +31,22 @@ impl Default for OnnxRuntimeQuantizer {
 }
 
 const TYPES: [&str; 16] = [
-    "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Relu", "Clip", "LeakyRelu", "Sigmoid", "MaxPool",
-    "AveragePool", "GlobalAveragePool", "Concat", "Resize",
+    "Conv",
+    "ConvTranspose",
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Sub",
+    "Mul",
+    "Relu",
+    "Clip",
+    "LeakyRelu",
+    "Sigmoid",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Concat",
+    "Resize",
 ];
 
 /// Whether `var` is a Softmax output. ORT fuses `DQ → Softmax → Q` into QLinearSoftmax, whose

@@ -35,7 +35,14 @@ fn full_slices(shape: &[usize]) -> Vec<Slice> {
 
 /// Transforms a complex signal `[.., L, 1|2]` along `sig_axis` (< rank-1) with an `n_fft`-point
 /// DFT; returns `[.., M, 2]` with M = n_fft or n_fft/2+1 (onesided).
-pub fn transform(ctx: &KernelContext<'_>, x: Tensor, sig_axis: usize, n_fft: usize, onesided: bool, inverse: bool) -> Result<Tensor> {
+pub fn transform(
+    ctx: &KernelContext<'_>,
+    x: Tensor,
+    sig_axis: usize,
+    n_fft: usize,
+    onesided: bool,
+    inverse: bool,
+) -> Result<Tensor> {
     let xs = x.shape();
     let r = xs.len();
     let c = xs[r - 1];

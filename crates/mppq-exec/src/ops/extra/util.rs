@@ -23,7 +23,11 @@ pub fn axis(ctx: &KernelContext<'_>, axis: i64, rank: usize) -> Result<usize> {
 
 /// Requires a float tensor.
 pub fn require_float(ctx: &KernelContext<'_>, t: &Tensor, what: &str) -> Result<()> {
-    if t.kind() == crate::tensor::Kind::Float { Ok(()) } else { Err(ctx.err(format!("{what} must be a float tensor, got {}", t.dtype()))) }
+    if t.kind() == crate::tensor::Kind::Float {
+        Ok(())
+    } else {
+        Err(ctx.err(format!("{what} must be a float tensor, got {}", t.dtype())))
+    }
 }
 
 /// One output.

@@ -57,7 +57,11 @@ impl Kernel for Window {
                     return 1.0;
                 }
                 let x = 2.0 * std::f64::consts::PI * i as f64 / denom;
-                self.coeffs.iter().enumerate().map(|(k, a)| if k % 2 == 0 { 1.0 } else { -1.0 } * a * (k as f64 * x).cos()).sum()
+                self.coeffs
+                    .iter()
+                    .enumerate()
+                    .map(|(k, a)| if k % 2 == 0 { 1.0 } else { -1.0 } * a * (k as f64 * x).cos())
+                    .sum()
             })
             .collect();
         let data = burn::tensor::TensorData::new(values, Shape::from(vec![n]));

@@ -80,7 +80,8 @@ impl Kernel for Arith {
                 // Half-precision loses too much in the quotient: compute in f32.
                 let dtype = x.dtype();
                 if dtype.size() < 4 {
-                    let r = float_fmod(Dispatch::float_cast(x, FloatDType::F32), Dispatch::float_cast(y, FloatDType::F32));
+                    let r =
+                        float_fmod(Dispatch::float_cast(x, FloatDType::F32), Dispatch::float_cast(y, FloatDType::F32));
                     Dispatch::float_cast(r, dtype.into())
                 } else {
                     float_fmod(x, y)

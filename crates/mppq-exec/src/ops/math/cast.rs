@@ -7,8 +7,8 @@
 use crate::error::{ExecError, Result};
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{CastOptions, burn_dtype, is_low_precision};
-use mppq_ir::lowp::E8M0Rounding;
 use crate::value::Value;
+use mppq_ir::lowp::E8M0Rounding;
 use mppq_ir::{Attribute, DataType};
 
 pub fn register(r: &mut OpRegistry) {
@@ -64,7 +64,8 @@ fn options(node: &OpNode<'_>) -> Result<CastOptions> {
     let saturate = node.opset < 19 || node.int("saturate", 1)? != 0;
     let e8m0 = if node.opset >= 24 {
         let mode = node.string("round_mode", "up")?;
-        E8M0Rounding::from_name(&mode).ok_or_else(|| node.err(format!("unknown round_mode `{mode}` (up, down or nearest)")))?
+        E8M0Rounding::from_name(&mode)
+            .ok_or_else(|| node.err(format!("unknown round_mode `{mode}` (up, down or nearest)")))?
     } else {
         E8M0Rounding::Up
     };

@@ -64,7 +64,8 @@ impl Kernel for Dropout {
         let mut out = vec![Some(Value::Tensor(x.clone()))];
         if self.mask {
             let ones = Tensor::from_bool(&x.shape(), vec![true; x.numel()], ctx.device);
-            let mask = if self.mask_like_input { ones.cast(x.dtype()).map_err(|e| ctx.err(e.to_string()))? } else { ones };
+            let mask =
+                if self.mask_like_input { ones.cast(x.dtype()).map_err(|e| ctx.err(e.to_string()))? } else { ones };
             out.push(Some(mask.into()));
         }
         Ok(out)

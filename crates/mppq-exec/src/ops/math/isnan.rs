@@ -38,7 +38,9 @@ impl Kernel for Classify {
         one(match self.0 {
             Check::NaN => Dispatch::float_is_nan(x, bd),
             Check::Inf { positive: true, negative: true } => Dispatch::float_is_inf(x, bd),
-            Check::Inf { positive: true, negative: false } => Dispatch::float_equal_elem(x, Scalar::Float(f64::INFINITY), bd),
+            Check::Inf { positive: true, negative: false } => {
+                Dispatch::float_equal_elem(x, Scalar::Float(f64::INFINITY), bd)
+            }
             Check::Inf { positive: false, negative: true } => {
                 Dispatch::float_equal_elem(x, Scalar::Float(f64::NEG_INFINITY), bd)
             }

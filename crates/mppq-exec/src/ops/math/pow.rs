@@ -7,8 +7,8 @@ use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
-use burn::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn::backend::Dispatch;
+use burn::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn::tensor::FloatDType;
 
 pub fn register(r: &mut OpRegistry) {

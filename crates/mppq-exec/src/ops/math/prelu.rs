@@ -29,7 +29,8 @@ impl Kernel for PRelu {
         let (x, slope) = (ins.tensor(0)?, ins.tensor(1)?);
         let in_shape = x.shape();
         let ss = slope.shape();
-        let slope = if self.legacy && ss.len() == 1 && in_shape.len() > 2 && in_shape.get(1) == ss.first() && ss[0] != 1 {
+        let slope = if self.legacy && ss.len() == 1 && in_shape.len() > 2 && in_shape.get(1) == ss.first() && ss[0] != 1
+        {
             let mut shape = vec![1; in_shape.len() - 1];
             shape[0] = ss[0];
             slope.reshape(&shape)

@@ -19,7 +19,8 @@ fn run(op: Operation, inputs: Vec<Tensor>) -> crate::Result<Tensor> {
     g.add_graph_output(y)?;
     let device = Device::cpu();
     let exec = Executor::new(&g, &OpRegistry::builtin(), &device, &|_| 17)?;
-    let feeds: Vec<(String, Value)> = inputs.into_iter().enumerate().map(|(i, t)| (format!("in{i}"), t.into())).collect();
+    let feeds: Vec<(String, Value)> =
+        inputs.into_iter().enumerate().map(|(i, t)| (format!("in{i}"), t.into())).collect();
     let out = exec.run(feeds, &mut [])?;
     Ok(out.into_iter().next().and_then(|(_, v)| v.into_tensor()).expect("one tensor output"))
 }
@@ -51,7 +52,10 @@ fn legacy_broadcast_axis_aligns_the_second_operand() {
     let dev = Device::cpu();
     let a = Tensor::from_f32(&[2, 3, 2], vec![0.0; 12], &dev);
     let b = Tensor::from_f32(&[3], vec![1.0, 2.0, 3.0], &dev);
-    let op = Operation::new("Add", "a").with_opset(6).with_attr("broadcast", Attribute::Int(1)).with_attr("axis", Attribute::Int(1));
+    let op = Operation::new("Add", "a")
+        .with_opset(6)
+        .with_attr("broadcast", Attribute::Int(1))
+        .with_attr("axis", Attribute::Int(1));
     let y = run(op, vec![a, b]).unwrap();
     assert_eq!(y.shape(), vec![2, 3, 2]);
     assert_eq!(y.to_f32_vec(), vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]);
@@ -60,8 +64,11 @@ fn legacy_broadcast_axis_aligns_the_second_operand() {
 #[test]
 fn mixed_operand_types_are_an_error() {
     let dev = Device::cpu();
-    let err = run(Operation::new("Add", "a").with_opset(17), vec![Tensor::from_f32(&[2], vec![1.0, 2.0], &dev), ints(&[1, 2])])
-        .unwrap_err();
+    let err = run(
+        Operation::new("Add", "a").with_opset(17),
+        vec![Tensor::from_f32(&[2], vec![1.0, 2.0], &dev), ints(&[1, 2])],
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("different types"), "{err}");
 }
 
@@ -91,7 +98,6 @@ fn integer_clip_with_min_above_max_gives_max() {
     let out = run(Operation::new("Clip", "c").with_opset(13), vec![ints(&[-5, 0, 5]), ints(&[2]), ints(&[1])]).unwrap();
     assert_eq!(out.to_i64_vec(), vec![1, 1, 1]);
 }
-
 
 #[test]
 fn signed_division_overflow_is_an_error() {

@@ -58,10 +58,8 @@ struct Unary {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    let (_, _, float, int) = OPS
-        .iter()
-        .find(|(op, ..)| *op == node.op.op_type)
-        .ok_or_else(|| node.err("not a unary math operator"))?;
+    let (_, _, float, int) =
+        OPS.iter().find(|(op, ..)| *op == node.op.op_type).ok_or_else(|| node.err("not a unary math operator"))?;
     Ok(Box::new(Unary { float: *float, int: *int }))
 }
 

@@ -6,13 +6,19 @@ use crate::registry::{KernelContext, OpNode};
 use crate::tensor::{Kind, Tensor, broadcast_pair, broadcast_shapes};
 use crate::value::Value;
 use burn::backend::DispatchTensor;
-use burn::backend::ops::{FloatTensorOps, IntTensorOps, BoolTensorOps};
+use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn::backend::{Dispatch, TensorMetadata};
 use burn::tensor::{DType, Scalar};
 
 /// A shape error naming the node.
 pub fn shape_err(ctx: &KernelContext<'_>, left: Vec<usize>, right: Vec<usize>, message: &str) -> ExecError {
-    ExecError::Shape { node: ctx.node.to_string(), op_type: ctx.op_type.to_string(), left, right, message: message.into() }
+    ExecError::Shape {
+        node: ctx.node.to_string(),
+        op_type: ctx.op_type.to_string(),
+        left,
+        right,
+        message: message.into(),
+    }
 }
 
 /// Legacy (opset < 7) broadcasting of binary operators: `broadcast` and `axis` attributes.
@@ -93,7 +99,11 @@ pub fn one(t: DispatchTensor) -> Result<Vec<Option<Value>>> {
 
 /// Requires a float tensor.
 pub fn need_float(ctx: &KernelContext<'_>, t: &Tensor) -> Result<()> {
-    if t.kind() == Kind::Float { Ok(()) } else { Err(ctx.err(format!("{} inputs are not supported (float only)", t.dtype()))) }
+    if t.kind() == Kind::Float {
+        Ok(())
+    } else {
+        Err(ctx.err(format!("{} inputs are not supported (float only)", t.dtype())))
+    }
 }
 
 /// `where(mask, a, b)` for tensors of one shape and kind.
@@ -108,7 +118,8 @@ pub fn select(mask: DispatchTensor, a: DispatchTensor, b: DispatchTensor, kind: 
 /// Whether any element of an integer tensor is zero (a small host read of one bool).
 pub fn has_zero(t: &Tensor) -> bool {
     let dtype = t.burn_dtype();
-    let eq = Dispatch::int_equal_elem(t.dispatch().clone(), int_scalar(0, dtype), crate::tensor::bool_for(t.dispatch()));
+    let eq =
+        Dispatch::int_equal_elem(t.dispatch().clone(), int_scalar(0, dtype), crate::tensor::bool_for(t.dispatch()));
     let any = Dispatch::bool_any(eq);
     Tensor::from_dispatch(any).to_i64_vec().first().copied().unwrap_or(0) != 0
 }
@@ -123,8 +134,10 @@ pub fn div_overflows(x: &Tensor, y: &Tensor) -> bool {
         DType::I64 => i64::MIN,
         _ => return false,
     };
-    let at_min = Dispatch::int_equal_elem(x.dispatch().clone(), Scalar::Int(min), crate::tensor::bool_for(x.dispatch()));
-    let minus_one = Dispatch::int_equal_elem(y.dispatch().clone(), Scalar::Int(-1), crate::tensor::bool_for(y.dispatch()));
+    let at_min =
+        Dispatch::int_equal_elem(x.dispatch().clone(), Scalar::Int(min), crate::tensor::bool_for(x.dispatch()));
+    let minus_one =
+        Dispatch::int_equal_elem(y.dispatch().clone(), Scalar::Int(-1), crate::tensor::bool_for(y.dispatch()));
     let any = Dispatch::bool_any(Dispatch::bool_and(at_min, minus_one));
     Tensor::from_dispatch(any).to_i64_vec().first().copied().unwrap_or(0) != 0
 }

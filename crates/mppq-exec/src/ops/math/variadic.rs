@@ -44,9 +44,13 @@ fn pair(op: Op, kind: Kind, x: DispatchTensor, y: DispatchTensor) -> DispatchTen
     match (op, kind) {
         (Op::Sum | Op::Mean, Kind::Float) => Dispatch::float_add(x, y),
         (Op::Sum | Op::Mean, _) => Dispatch::int_add(x, y),
-        (Op::Max, Kind::Float) => select(takes_y(Dispatch::float_lower(x.clone(), y.clone(), crate::tensor::bool_for(&y)), &y), y, x, kind),
+        (Op::Max, Kind::Float) => {
+            select(takes_y(Dispatch::float_lower(x.clone(), y.clone(), crate::tensor::bool_for(&y)), &y), y, x, kind)
+        }
         (Op::Max, _) => select(Dispatch::int_lower(x.clone(), y.clone(), crate::tensor::bool_for(&x)), y, x, kind),
-        (Op::Min, Kind::Float) => select(takes_y(Dispatch::float_greater(x.clone(), y.clone(), crate::tensor::bool_for(&x)), &y), y, x, kind),
+        (Op::Min, Kind::Float) => {
+            select(takes_y(Dispatch::float_greater(x.clone(), y.clone(), crate::tensor::bool_for(&x)), &y), y, x, kind)
+        }
         (Op::Min, _) => select(Dispatch::int_greater(x.clone(), y.clone(), crate::tensor::bool_for(&x)), y, x, kind),
     }
 }

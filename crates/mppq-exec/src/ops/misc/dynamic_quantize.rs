@@ -29,8 +29,18 @@ impl Kernel for DynamicQuantize {
         let (mut lo, mut hi) = (0f32, 0f32);
         if x.numel() > 0 {
             let flat = x.clone().reshape(&[x.numel()]);
-            lo = Tensor::from_dispatch(Dispatch::float_min(flat.dispatch().clone())).to_f32_vec().first().copied().unwrap_or(0.0).min(0.0);
-            hi = Tensor::from_dispatch(Dispatch::float_max(flat.into_dispatch())).to_f32_vec().first().copied().unwrap_or(0.0).max(0.0);
+            lo = Tensor::from_dispatch(Dispatch::float_min(flat.dispatch().clone()))
+                .to_f32_vec()
+                .first()
+                .copied()
+                .unwrap_or(0.0)
+                .min(0.0);
+            hi = Tensor::from_dispatch(Dispatch::float_max(flat.into_dispatch()))
+                .to_f32_vec()
+                .first()
+                .copied()
+                .unwrap_or(0.0)
+                .max(0.0);
         }
         let scale = (hi - lo) / 255.0;
         let (y, zp) = if scale > 0.0 && scale.is_finite() {

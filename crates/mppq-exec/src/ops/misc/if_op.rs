@@ -61,7 +61,10 @@ mod tests {
         let mut g = Graph::new(op);
         let x = g.ensure_variable("x");
         let y = g.ensure_variable(&format!("y_{op}"));
-        let node = Operation::new(op, op).with_opset(11).with_attr("axes", Attribute::Ints(vec![1])).with_attr("keepdims", Attribute::Int(0));
+        let node = Operation::new(op, op)
+            .with_opset(11)
+            .with_attr("axes", Attribute::Ints(vec![1]))
+            .with_attr("keepdims", Attribute::Int(0));
         g.add_operation(node, &[Some(x)], &[Some(y)]).unwrap();
         g.add_graph_output(y).unwrap();
         g
@@ -161,9 +164,16 @@ pub(super) mod backend_stub {
             let Some(got) = v.as_tensor() else { return Some(Err(format!("output {i} is not a tensor"))) };
             let want_t = Tensor::from_data(&want, &device).ok()?;
             if got.shape() != want_t.shape() || got.dtype() != want_t.dtype() {
-                return Some(Err(format!("output {i}: {:?} {} vs {:?} {}", got.shape(), got.dtype(), want_t.shape(), want_t.dtype())));
+                return Some(Err(format!(
+                    "output {i}: {:?} {} vs {:?} {}",
+                    got.shape(),
+                    got.dtype(),
+                    want_t.shape(),
+                    want_t.dtype()
+                )));
             }
-            let close = got.to_f64_vec().iter().zip(want_t.to_f64_vec()).all(|(a, b)| (a - b).abs() <= 1e-6 * (1.0 + b.abs()));
+            let close =
+                got.to_f64_vec().iter().zip(want_t.to_f64_vec()).all(|(a, b)| (a - b).abs() <= 1e-6 * (1.0 + b.abs()));
             if !close {
                 return Some(Err(format!("output {i} differs")));
             }

@@ -26,7 +26,11 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let outputs: Vec<String> = graph.outputs().iter().map(|v| graph.var_name(*v).to_string()).collect();
     let carried = node.op.inputs().len().saturating_sub(2);
     if inputs.len() != carried + 2 {
-        return Err(node.err(format!("the body takes {} inputs, expected {} (iteration, condition, {carried} carried)", inputs.len(), carried + 2)));
+        return Err(node.err(format!(
+            "the body takes {} inputs, expected {} (iteration, condition, {carried} carried)",
+            inputs.len(),
+            carried + 2
+        )));
     }
     if outputs.len() < carried + 1 {
         return Err(node.err(format!("the body has {} outputs, expected at least {}", outputs.len(), carried + 1)));
@@ -78,8 +82,12 @@ impl Kernel for Loop {
             for (name, v) in self.inputs[2..].iter().zip(carried.drain(..)) {
                 feeds.push((name.clone(), v));
             }
-            let mut out = self.body.run_scoped(feeds, &self.outputs, ctx.captured, &mut [])?.into_iter().map(|(_, v)| v);
-            let c = out.next().and_then(Value::into_tensor).ok_or_else(|| ctx.err("the body's condition output must be a tensor"))?;
+            let mut out =
+                self.body.run_scoped(feeds, &self.outputs, ctx.captured, &mut [])?.into_iter().map(|(_, v)| v);
+            let c = out
+                .next()
+                .and_then(Value::into_tensor)
+                .ok_or_else(|| ctx.err("the body's condition output must be a tensor"))?;
             cond = scalar_of(ctx, &c, "the body's condition")? != 0.0;
             carried.extend(out.by_ref().take(carried_n));
             for (k, v) in out.enumerate() {

@@ -70,7 +70,8 @@ impl Kernel for Nms {
         let mut selected: Vec<i64> = Vec::new();
         if max_out > 0 {
             for b in 0..nb {
-                let cs: Vec<[f32; 4]> = (0..n).map(|i| corners(&bv[(b * n + i) * 4..(b * n + i) * 4 + 4], self.center_point_box)).collect();
+                let cs: Vec<[f32; 4]> =
+                    (0..n).map(|i| corners(&bv[(b * n + i) * 4..(b * n + i) * 4 + 4], self.center_point_box)).collect();
                 for c in 0..nc {
                     let sc = &sv[(b * nc + c) * n..(b * nc + c + 1) * n];
                     let mut order: Vec<usize> = (0..n).filter(|&i| score_t.is_none_or(|t| sc[i] > t)).collect();

@@ -7,12 +7,12 @@ use super::util::{fbin, full_like_dtype};
 use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{CastOptions, Kind, Tensor, is_low_precision};
-use mppq_ir::lowp::MiniFloat;
 use crate::value::Value;
 use burn::backend::Dispatch;
 use burn::backend::ops::FloatTensorOps;
 use burn::tensor::{Scalar, Slice};
 use mppq_ir::DataType;
+use mppq_ir::lowp::MiniFloat;
 
 pub fn register(r: &mut OpRegistry) {
     r.register_fn("QuantizeLinear", 10, build);
@@ -59,7 +59,10 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let output_dtype = if code == 0 {
         None
     } else {
-        let dt = i32::try_from(code).ok().and_then(DataType::from_onnx_code).ok_or_else(|| node.err(format!("bad output_dtype {code}")))?;
+        let dt = i32::try_from(code)
+            .ok()
+            .and_then(DataType::from_onnx_code)
+            .ok_or_else(|| node.err(format!("bad output_dtype {code}")))?;
         if range(dt).is_none() && MiniFloat::of(dt).is_none() {
             return Err(crate::error::ExecError::Unsupported {
                 op_type: node.op.op_type.clone(),
@@ -111,9 +114,12 @@ fn broadcast_param(ctx: &KernelContext<'_>, p: Tensor, x_shape: &[usize], q: &QP
     }
     let b = q.block_size;
     let nb = d.div_ceil(b);
-    let ok = ps.len() == rank && ps.iter().enumerate().all(|(i, s)| if i == axis { *s == nb } else { *s == x_shape[i] });
+    let ok =
+        ps.len() == rank && ps.iter().enumerate().all(|(i, s)| if i == axis { *s == nb } else { *s == x_shape[i] });
     if !ok {
-        return Err(ctx.err(format!("blocked {what} of shape {ps:?} does not match input {x_shape:?} with block {b} on axis {axis}")));
+        return Err(ctx.err(format!(
+            "blocked {what} of shape {ps:?} does not match input {x_shape:?} with block {b} on axis {axis}"
+        )));
     }
     let mut split = ps.clone();
     split.insert(axis + 1, 1);

@@ -55,7 +55,11 @@ enum Act {
 
 impl Act {
     /// Parses a name, taking alpha/beta from the attribute lists in order (defaults otherwise).
-    fn parse(name: &str, alphas: &mut impl Iterator<Item = f32>, betas: &mut impl Iterator<Item = f32>) -> Option<Self> {
+    fn parse(
+        name: &str,
+        alphas: &mut impl Iterator<Item = f32>,
+        betas: &mut impl Iterator<Item = f32>,
+    ) -> Option<Self> {
         let mut a = |d: f64| alphas.next().map_or(d, f64::from);
         Some(match name.to_ascii_lowercase().as_str() {
             "sigmoid" => Act::Sigmoid,
@@ -96,12 +100,15 @@ fn act(a: Act, x: D) -> D {
             let zeros = Dispatch::float_zeros(x.shape(), &x.device(), x.dtype().into());
             Dispatch::float_mask_where(zeros, keep, x)
         }
-        Act::ScaledTanh(al, be) => Dispatch::float_mul_scalar(Dispatch::float_tanh(Dispatch::float_mul_scalar(x, sc(be))), sc(al)),
+        Act::ScaledTanh(al, be) => {
+            Dispatch::float_mul_scalar(Dispatch::float_tanh(Dispatch::float_mul_scalar(x, sc(be))), sc(al))
+        }
         Act::HardSigmoid(al, be) => Dispatch::hard_sigmoid(x, sc(al), sc(be)),
         Act::Elu(al) => {
             // x if x >= 0 else alpha * (exp(x) - 1)
             let neg = Dispatch::float_lower_elem(x.clone(), sc(0.0), crate::tensor::bool_for(&x));
-            let e = Dispatch::float_mul_scalar(Dispatch::float_sub_scalar(Dispatch::float_exp(x.clone()), sc(1.0)), sc(al));
+            let e =
+                Dispatch::float_mul_scalar(Dispatch::float_sub_scalar(Dispatch::float_exp(x.clone()), sc(1.0)), sc(al));
             Dispatch::float_mask_where(x, neg, e)
         }
         Act::Softsign => {
@@ -156,7 +163,9 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let (mut alphas, mut betas) = (alphas.into_iter(), betas.into_iter());
     let mut parsed = Vec::new();
     for n in &names {
-        parsed.push(Act::parse(n, &mut alphas, &mut betas).ok_or_else(|| unsupported(node, &format!("activation `{n}`")))?);
+        parsed.push(
+            Act::parse(n, &mut alphas, &mut betas).ok_or_else(|| unsupported(node, &format!("activation `{n}`")))?,
+        );
     }
     let acts = parsed.chunks(per_dir.len()).map(<[Act]>::to_vec).collect();
     if node.int("input_forget", 0)? != 0 {
@@ -198,7 +207,10 @@ fn index0(x: &D, i: usize) -> D {
 
 /// Columns `[k*h, (k+1)*h)` of a 2-D tensor.
 fn chunk(x: &D, k: usize, h: usize) -> D {
-    Dispatch::float_slice(x.clone(), &[Slice::new(0, None, 1), Slice::new((k * h) as isize, Some(((k + 1) * h) as isize), 1)])
+    Dispatch::float_slice(
+        x.clone(),
+        &[Slice::new(0, None, 1), Slice::new((k * h) as isize, Some(((k + 1) * h) as isize), 1)],
+    )
 }
 
 fn add(a: D, b: D) -> D {
@@ -342,7 +354,10 @@ impl Kernel for Recurrent {
                 let pp = index0(p, d);
                 let part = |k: usize| {
                     Dispatch::float_reshape(
-                        Dispatch::float_slice(pp.clone(), &[Slice::new((k * hidden) as isize, Some(((k + 1) * hidden) as isize), 1)]),
+                        Dispatch::float_slice(
+                            pp.clone(),
+                            &[Slice::new((k * hidden) as isize, Some(((k + 1) * hidden) as isize), 1)],
+                        ),
                         Shape::from(vec![1, hidden]),
                     )
                 };
@@ -351,7 +366,12 @@ impl Kernel for Recurrent {
             // GRU without linear_before_reset multiplies the h gate's R by (r ⊙ H) separately,
             // so the per-step product with H needs only the z and r columns.
             let split = self.cell == Cell::Gru && !self.linear_before_reset;
-            let cols = |t: &D| Dispatch::float_slice(t.clone(), &[Slice::new(0, None, 1), Slice::new(0, Some((2 * hidden) as isize), 1)]);
+            let cols = |t: &D| {
+                Dispatch::float_slice(
+                    t.clone(),
+                    &[Slice::new(0, None, 1), Slice::new(0, Some((2 * hidden) as isize), 1)],
+                )
+            };
             let rt_step = if split { cols(&rt) } else { rt.clone() };
             let rb_step = match &rb {
                 Some(rb) if split => Some(cols(rb)),
@@ -462,7 +482,19 @@ mod tests {
 
     /// Host reference of a tanh RNN over one direction, honouring sequence lengths.
     #[allow(clippy::too_many_arguments)]
-    fn reference(x: &[f32], w: &[f32], r: &[f32], b: &[f32], lens: &[usize], t_n: usize, b_n: usize, i_n: usize, h_n: usize, reverse: bool, f: fn(f32) -> f32) -> (Vec<f32>, Vec<f32>) {
+    fn reference(
+        x: &[f32],
+        w: &[f32],
+        r: &[f32],
+        b: &[f32],
+        lens: &[usize],
+        t_n: usize,
+        b_n: usize,
+        i_n: usize,
+        h_n: usize,
+        reverse: bool,
+        f: fn(f32) -> f32,
+    ) -> (Vec<f32>, Vec<f32>) {
         let mut y = vec![0f32; t_n * b_n * h_n];
         let mut hf = vec![0f32; b_n * h_n];
         for bi in 0..b_n {
@@ -506,7 +538,14 @@ mod tests {
                 ("w", Some(Tensor::from_f32(&[2, h_n, i_n], w.clone(), &d))),
                 ("r", Some(Tensor::from_f32(&[2, h_n, h_n], r.clone(), &d))),
                 ("b", Some(Tensor::from_f32(&[2, 2 * h_n], b.clone(), &d))),
-                ("lens", Some(Tensor::from_i64(&[b_n], lens.iter().map(|v| *v as i64).collect(), &d).cast(mppq_ir::DataType::Int32).unwrap())),
+                (
+                    "lens",
+                    Some(
+                        Tensor::from_i64(&[b_n], lens.iter().map(|v| *v as i64).collect(), &d)
+                            .cast(mppq_ir::DataType::Int32)
+                            .unwrap(),
+                    ),
+                ),
             ],
             2,
         );
@@ -529,7 +568,11 @@ mod tests {
             for t in 0..t_n {
                 for k in 0..b_n * h_n {
                     let got = y[(t * 2 + dir) * b_n * h_n + k];
-                    assert!((got - wy[t * b_n * h_n + k]).abs() < 1e-5, "dir {dir} t {t} k {k}: {got} vs {}", wy[t * b_n * h_n + k]);
+                    assert!(
+                        (got - wy[t * b_n * h_n + k]).abs() < 1e-5,
+                        "dir {dir} t {t} k {k}: {got} vs {}",
+                        wy[t * b_n * h_n + k]
+                    );
                 }
             }
             for k in 0..b_n * h_n {

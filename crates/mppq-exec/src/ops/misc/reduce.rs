@@ -7,9 +7,9 @@ use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
+use burn::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn::backend::{Dispatch, TensorMetadata};
 use burn::tensor::Shape;
-use burn::backend::ops::{FloatTensorOps, IntTensorOps};
 use mppq_ir::DataType;
 
 const OPS: [(&str, Red); 10] = [
@@ -90,7 +90,11 @@ struct Reduce {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    let red = OPS.iter().find(|(n, _)| *n == node.op.op_type).map(|(_, r)| *r).ok_or_else(|| node.err("unknown reduction"))?;
+    let red = OPS
+        .iter()
+        .find(|(n, _)| *n == node.op.op_type)
+        .map(|(_, r)| *r)
+        .ok_or_else(|| node.err("unknown reduction"))?;
     // Axes became an input at opset 13 for ReduceSum, 18 for the others.
     let axes_input = node.opset >= if red == Red::Sum { 13 } else { 18 };
     Ok(Box::new(Reduce {
@@ -146,7 +150,8 @@ fn log_sum_exp(x: Tensor, axes: &[usize], in_shape: &[usize]) -> Tensor {
     let inf = Dispatch::float_is_inf(m.clone(), crate::tensor::bool_for(&m));
     let zeros = Dispatch::float_zeros(m.shape(), &m.device(), m.dtype().into());
     let m = Dispatch::float_mask_where(m, inf, zeros);
-    let shifted = Dispatch::float_sub(x.into_dispatch(), Dispatch::float_expand(m.clone(), Shape::from(in_shape.to_vec())));
+    let shifted =
+        Dispatch::float_sub(x.into_dispatch(), Dispatch::float_expand(m.clone(), Shape::from(in_shape.to_vec())));
     let s = reduce_core(Tensor::from_dispatch(Dispatch::float_exp(shifted)), axes, Core::Sum).into_dispatch();
     Tensor::from_dispatch(Dispatch::float_add(Dispatch::float_log(s), m))
 }
@@ -155,7 +160,8 @@ impl Kernel for Reduce {
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let mut ins = ctx.inputs(inputs);
         let x = ins.tensor(0)?;
-        let axes = if self.axes_input { ins.ints(1)?.unwrap_or_default() } else { self.attr_axes.clone().unwrap_or_default() };
+        let axes =
+            if self.axes_input { ins.ints(1)?.unwrap_or_default() } else { self.attr_axes.clone().unwrap_or_default() };
         let rank = x.rank();
         let kind = x.kind();
         if kind == Kind::Bool && !matches!(self.red, Red::Max | Red::Min) {
@@ -235,7 +241,12 @@ mod tests {
     fn integer_reductions_keep_their_type() {
         let d = Device::cpu();
         let x = || Tensor::from_i64(&[2, 3], vec![1, -2, 3, 4, 5, -6], &d).cast(mppq_ir::DataType::Int32).unwrap();
-        for (op, want) in [("ReduceSum", vec![2i64, 3]), ("ReduceMax", vec![3, 5]), ("ReduceProd", vec![-6, -120]), ("ReduceL1", vec![6, 15])] {
+        for (op, want) in [
+            ("ReduceSum", vec![2i64, 3]),
+            ("ReduceMax", vec![3, 5]),
+            ("ReduceProd", vec![-6, -120]),
+            ("ReduceL1", vec![6, 15]),
+        ] {
             let node = Operation::new(op, "r").with_opset(18).with_attr("keepdims", mppq_ir::Attribute::Int(0));
             let y = run_single(node, vec![("x", Some(x())), ("axes", Some(Tensor::from_i64(&[1], vec![-1], &d)))], 1);
             assert_eq!(y[0].dtype(), mppq_ir::DataType::Int32, "{op}");

@@ -94,8 +94,16 @@ impl Kernel for RoiAlign {
                 rh = rh.max(1.0);
             }
             let (bh, bw) = (rh / ph_n as f32, rw / pw_n as f32);
-            let gh = if self.sampling_ratio > 0 { self.sampling_ratio as usize } else { (rh / ph_n as f32).ceil().max(0.0) as usize };
-            let gw = if self.sampling_ratio > 0 { self.sampling_ratio as usize } else { (rw / pw_n as f32).ceil().max(0.0) as usize };
+            let gh = if self.sampling_ratio > 0 {
+                self.sampling_ratio as usize
+            } else {
+                (rh / ph_n as f32).ceil().max(0.0) as usize
+            };
+            let gw = if self.sampling_ratio > 0 {
+                self.sampling_ratio as usize
+            } else {
+                (rw / pw_n as f32).ceil().max(0.0) as usize
+            };
             let count = (gh * gw).max(1) as f32;
             let mut samples: Vec<Sample> = Vec::with_capacity(ph_n * pw_n * gh * gw);
             for ph in 0..ph_n {

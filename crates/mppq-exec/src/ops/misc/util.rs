@@ -52,7 +52,11 @@ pub fn flip(t: Tensor, axes: &[usize]) -> Tensor {
 }
 
 /// Element-wise binary float op on same-shape (or broadcastable, checked by caller) tensors.
-pub fn fbin(a: &Tensor, b: &Tensor, f: fn(burn::backend::DispatchTensor, burn::backend::DispatchTensor) -> burn::backend::DispatchTensor) -> Tensor {
+pub fn fbin(
+    a: &Tensor,
+    b: &Tensor,
+    f: fn(burn::backend::DispatchTensor, burn::backend::DispatchTensor) -> burn::backend::DispatchTensor,
+) -> Tensor {
     Tensor::from_dispatch(f(a.dispatch().clone(), b.dispatch().clone()))
 }
 

@@ -30,7 +30,12 @@ impl Kernel for AffineGrid {
         let ts = theta.shape();
         let nd = size.len().saturating_sub(2);
         if !(nd == 2 || nd == 3) || size.iter().any(|&s| s < 1) || ts != [size[0] as usize, nd, nd + 1] {
-            return Err(shape_err(ctx, ts, size.iter().map(|&s| s.max(0) as usize).collect(), "theta must be [N,2,3] with size [N,C,H,W] or [N,3,4] with [N,C,D,H,W]"));
+            return Err(shape_err(
+                ctx,
+                ts,
+                size.iter().map(|&s| s.max(0) as usize).collect(),
+                "theta must be [N,2,3] with size [N,C,H,W] or [N,3,4] with [N,C,D,H,W]",
+            ));
         }
         let n = ts[0];
         let spatial: Vec<usize> = size[2..].iter().map(|&s| s as usize).collect();

@@ -77,7 +77,12 @@ fn split_heads(ctx: &KernelContext<'_>, t: Tensor, h: Option<usize>, what: &str)
 
 fn full(shape: &[usize], value: f64, like: &Tensor) -> DispatchTensor {
     let d = like.dispatch();
-    Dispatch::float_full(Shape::from(shape.to_vec()), value.into(), &burn::backend::TensorMetadata::device(d), like.burn_dtype().into())
+    Dispatch::float_full(
+        Shape::from(shape.to_vec()),
+        value.into(),
+        &burn::backend::TensorMetadata::device(d),
+        like.burn_dtype().into(),
+    )
 }
 
 impl Kernel for Attention {
@@ -99,7 +104,11 @@ impl Kernel for Attention {
         }
         let dtype = q.dtype();
         let (q, k, v) = if rank == 3 {
-            (split_heads(ctx, q, self.q_heads, "Q")?, split_heads(ctx, k, self.kv_heads, "K")?, split_heads(ctx, v, self.kv_heads, "V")?)
+            (
+                split_heads(ctx, q, self.q_heads, "Q")?,
+                split_heads(ctx, k, self.kv_heads, "K")?,
+                split_heads(ctx, v, self.kv_heads, "V")?,
+            )
         } else {
             (q, k, v)
         };
@@ -107,7 +116,12 @@ impl Kernel for Attention {
         let (b, qh, ql, hd) = (qs[0], qs[1], qs[2], qs[3]);
         let kvh = ks[1];
         if ks[0] != b || vs[0] != b || vs[1] != kvh || ks[3] != hd || vs[2] != ks[2] || kvh == 0 || qh % kvh != 0 {
-            return Err(shape_err(ctx, qs, ks, "Q, K, V shapes are inconsistent ([B,H,S,D], K/V heads dividing Q heads)"));
+            return Err(shape_err(
+                ctx,
+                qs,
+                ks,
+                "Q, K, V shapes are inconsistent ([B,H,S,D], K/V heads dividing Q heads)",
+            ));
         }
         let cat_past = |past: Option<Tensor>, cur: Tensor, what: &str| -> Result<Tensor> {
             match past {
@@ -134,7 +148,11 @@ impl Kernel for Attention {
         if let Some(m) = mask {
             let ms = m.shape();
             let ml = *ms.last().unwrap_or(&0);
-            if ms.is_empty() || ms.len() > 4 || ml > total || broadcast_shapes(&ms[..ms.len() - 1], &[b, qh, ql]).is_none() {
+            if ms.is_empty()
+                || ms.len() > 4
+                || ml > total
+                || broadcast_shapes(&ms[..ms.len() - 1], &[b, qh, ql]).is_none()
+            {
                 return Err(shape_err(ctx, ms, vec![b, qh, ql, total], "attn_mask does not broadcast to the scores"));
             }
             let additive = match m.kind() {
@@ -159,7 +177,9 @@ impl Kernel for Attention {
             bias = Some(lift4(additive).into_dispatch());
         }
         if self.causal {
-            let v: Vec<f32> = (0..ql).flat_map(|i| (0..total).map(move |j| if j > i + past_len { f32::NEG_INFINITY } else { 0.0 })).collect();
+            let v: Vec<f32> = (0..ql)
+                .flat_map(|i| (0..total).map(move |j| if j > i + past_len { f32::NEG_INFINITY } else { 0.0 }))
+                .collect();
             let c = Tensor::from_f32(&[1, 1, ql, total], v, ctx.device).cast(dtype)?.into_dispatch();
             bias = Some(match bias {
                 None => c,
@@ -171,7 +191,10 @@ impl Kernel for Attention {
             if lens.len() != b {
                 return Err(shape_err(ctx, n.shape(), vec![b], "nonpad_kv_seqlen must be [B]"));
             }
-            let v: Vec<f32> = lens.iter().flat_map(|&l| (0..total).map(move |j| if (j as i64) < l { 0.0 } else { f32::NEG_INFINITY })).collect();
+            let v: Vec<f32> = lens
+                .iter()
+                .flat_map(|&l| (0..total).map(move |j| if (j as i64) < l { 0.0 } else { f32::NEG_INFINITY }))
+                .collect();
             let p = Tensor::from_f32(&[b, 1, 1, total], v, ctx.device).cast(dtype)?.into_dispatch();
             bias = Some(match bias {
                 None => p,
@@ -184,7 +207,9 @@ impl Kernel for Attention {
                 return t;
             }
             let s = t.shape();
-            t.reshape(&[s[0], kvh, 1, s[2], s[3]]).expand(&[s[0], kvh, qh / kvh, s[2], s[3]]).reshape(&[s[0], qh, s[2], s[3]])
+            t.reshape(&[s[0], kvh, 1, s[2], s[3]])
+                .expand(&[s[0], kvh, qh / kvh, s[2], s[3]])
+                .reshape(&[s[0], qh, s[2], s[3]])
         };
         let (k, v) = (repeat(k), repeat(v));
         let scale = self.scale.map_or(1.0 / (hd as f64).sqrt(), f64::from);
@@ -227,7 +252,12 @@ impl Kernel for Attention {
             y
         };
         let qk_out = qk_out.map(|t| Tensor::from_dispatch(t).cast(dtype)).transpose()?;
-        Ok(vec![Some(Tensor::from_dispatch(y).into()), Some(present_k.into()), Some(present_v.into()), qk_out.map(Value::from)])
+        Ok(vec![
+            Some(Tensor::from_dispatch(y).into()),
+            Some(present_k.into()),
+            Some(present_v.into()),
+            qk_out.map(Value::from),
+        ])
     }
 }
 

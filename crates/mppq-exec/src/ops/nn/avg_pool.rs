@@ -56,7 +56,13 @@ fn pairs<const N: usize>(v: &[(usize, usize)]) -> [(usize, usize); N] {
 }
 
 /// Window sums of `x` [B, 1, spatial..] (1 to 3 spatial dims) with a ones kernel.
-pub fn window_sum(x: DispatchTensor, kernel: &[usize], strides: &[usize], pads: &[(usize, usize)], dilations: &[usize]) -> DispatchTensor {
+pub fn window_sum(
+    x: DispatchTensor,
+    kernel: &[usize],
+    strides: &[usize],
+    pads: &[(usize, usize)],
+    dilations: &[usize],
+) -> DispatchTensor {
     let mut kshape = vec![1, 1];
     kshape.extend_from_slice(kernel);
     let ones = Dispatch::float_ones(Shape::from(kshape), &x.device(), x.dtype().into());
@@ -70,8 +76,12 @@ pub fn window_sum(x: DispatchTensor, kernel: &[usize], strides: &[usize], pads: 
             let s = y.shape().to_vec();
             reshape(y, &[s[0], 1, s[3]])
         }
-        2 => Dispatch::conv2d(x, ones, None, ConvOptions::new_with_padding(arr(strides), pairs(pads), arr(dilations), 1)),
-        _ => Dispatch::conv3d(x, ones, None, ConvOptions::new_with_padding(arr(strides), pairs(pads), arr(dilations), 1)),
+        2 => {
+            Dispatch::conv2d(x, ones, None, ConvOptions::new_with_padding(arr(strides), pairs(pads), arr(dilations), 1))
+        }
+        _ => {
+            Dispatch::conv3d(x, ones, None, ConvOptions::new_with_padding(arr(strides), pairs(pads), arr(dilations), 1))
+        }
     }
 }
 

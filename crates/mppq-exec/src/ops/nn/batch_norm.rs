@@ -59,7 +59,10 @@ impl Kernel for BatchNorm {
             let (bm, bv) = moments(xd.clone(), &axes);
             let m = scalar_like(&bm, self.momentum);
             let one_m = scalar_like(&bm, 1.0 - self.momentum);
-            let rm = Dispatch::float_add(Dispatch::float_mul(mean, m.clone()), Dispatch::float_mul(bm.clone(), one_m.clone()));
+            let rm = Dispatch::float_add(
+                Dispatch::float_mul(mean, m.clone()),
+                Dispatch::float_mul(bm.clone(), one_m.clone()),
+            );
             let rv = Dispatch::float_add(Dispatch::float_mul(var, m), Dispatch::float_mul(bv.clone(), one_m));
             (bm, bv, Some((rm, rv)))
         } else {

@@ -54,13 +54,22 @@ impl Kernel for CausalConv {
             }
             None => {
                 let d = x.dispatch();
-                Tensor::from_dispatch(Dispatch::float_zeros(Shape::from(vec![n, c, k - 1]), &d.device(), d.dtype().into()))
+                Tensor::from_dispatch(Dispatch::float_zeros(
+                    Shape::from(vec![n, c, k - 1]),
+                    &d.device(),
+                    d.dtype().into(),
+                ))
             }
         };
         let padded = if k > 1 { Tensor::cat(vec![past, x], 2) } else { x };
         let total = padded.shape()[2];
-        let present = padded.clone().slice(&[Slice::new(0, None, 1), Slice::new(0, None, 1), Slice::new((total - (k - 1)) as isize, Some(total as isize), 1)]);
-        let window = Window { kernel: None, strides: None, dilations: None, pads: None, auto_pad: super::util::AutoPad::NotSet };
+        let present = padded.clone().slice(&[
+            Slice::new(0, None, 1),
+            Slice::new(0, None, 1),
+            Slice::new((total - (k - 1)) as isize, Some(total as isize), 1),
+        ]);
+        let window =
+            Window { kernel: None, strides: None, dilations: None, pads: None, auto_pad: super::util::AutoPad::NotSet };
         // Half-precision inputs accumulate in float32 (then round to the input type, as the
         // function body's Conv output is).
         let wide = matches!(dtype, DataType::Float16 | DataType::BFloat16);

@@ -23,7 +23,11 @@ struct Col2Im {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    Ok(Box::new(Col2Im { dilations: node.ints("dilations")?, pads: node.ints("pads")?, strides: node.ints("strides")? }))
+    Ok(Box::new(Col2Im {
+        dilations: node.ints("dilations")?,
+        pads: node.ints("pads")?,
+        strides: node.ints("strides")?,
+    }))
 }
 
 impl Kernel for Col2Im {
@@ -41,7 +45,9 @@ impl Kernel for Col2Im {
             Ok(v.into_iter().map(|a| a as usize).collect())
         };
         if n == 0 || block.len() != n || image.iter().chain(&block).any(|&a| a < 1) {
-            return Err(ctx.err(format!("image_shape {image:?} and block_shape {block:?} must be positive and of one length")));
+            return Err(
+                ctx.err(format!("image_shape {image:?} and block_shape {block:?} must be positive and of one length"))
+            );
         }
         let image: Vec<usize> = image.into_iter().map(|a| a as usize).collect();
         let block: Vec<usize> = block.into_iter().map(|a| a as usize).collect();
@@ -61,7 +67,12 @@ impl Kernel for Col2Im {
         let kprod: usize = block.iter().product();
         let lprod: usize = blocks.iter().product();
         if xs.len() != 3 || xs[1] % kprod != 0 || xs[2] != lprod {
-            return Err(shape_err(ctx, xs, vec![kprod, lprod], "input must be [N, C*prod(block_shape), L] with L the block count"));
+            return Err(shape_err(
+                ctx,
+                xs,
+                vec![kprod, lprod],
+                "input must be [N, C*prod(block_shape), L] with L the block count",
+            ));
         }
         let (batch, c) = (xs[0], xs[1] / kprod);
         let mut out_shape = vec![batch, c];

@@ -59,15 +59,35 @@ impl Kernel for Conv {
 }
 
 /// Checks and runs a float convolution (shared with the integer / quantized convolutions).
-pub fn conv_forward(ctx: &KernelContext<'_>, window: &Window, group: usize, x: Tensor, w: Tensor, b: Option<Tensor>) -> Result<Tensor> {
+pub fn conv_forward(
+    ctx: &KernelContext<'_>,
+    window: &Window,
+    group: usize,
+    x: Tensor,
+    w: Tensor,
+    b: Option<Tensor>,
+) -> Result<Tensor> {
     conv_with(ctx, window, group, x, w, b, None)
 }
 
 /// [`conv_forward`], reusing packed CPU weights from `packed` when given.
-fn conv_with(ctx: &KernelContext<'_>, window: &Window, group: usize, x: Tensor, w: Tensor, b: Option<Tensor>, packed: Option<&PackedWeights>) -> Result<Tensor> {
+fn conv_with(
+    ctx: &KernelContext<'_>,
+    window: &Window,
+    group: usize,
+    x: Tensor,
+    w: Tensor,
+    b: Option<Tensor>,
+    packed: Option<&PackedWeights>,
+) -> Result<Tensor> {
     let (xs, ws) = (x.shape(), w.shape());
     if xs.len() < 3 || xs.len() > 5 || ws.len() != xs.len() {
-        return Err(shape_err(ctx, xs, ws, "must be [N,C,spatial..] and [M,C/group,kernel..] with 1 to 3 spatial dims"));
+        return Err(shape_err(
+            ctx,
+            xs,
+            ws,
+            "must be [N,C,spatial..] and [M,C/group,kernel..] with 1 to 3 spatial dims",
+        ));
     }
     if x.dtype() != w.dtype() {
         return Err(ctx.err("X and W have different types"));
@@ -121,8 +141,18 @@ fn conv_with(ctx: &KernelContext<'_>, window: &Window, group: usize, x: Tensor, 
             let s = burn::backend::TensorMetadata::shape(&y).to_vec();
             reshape(y, &[s[0], s[1], s[3]])
         }
-        4 => Dispatch::conv2d(xd, wd, bias, ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g)),
-        _ => Dispatch::conv3d(xd, wd, bias, ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g)),
+        4 => Dispatch::conv2d(
+            xd,
+            wd,
+            bias,
+            ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g),
+        ),
+        _ => Dispatch::conv3d(
+            xd,
+            wd,
+            bias,
+            ConvOptions::new_with_padding(arr(&r.strides), pairs(&r.pads), arr(&r.dilations), g),
+        ),
     };
     Ok(Tensor::from_dispatch(out))
 }

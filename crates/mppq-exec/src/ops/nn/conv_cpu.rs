@@ -61,7 +61,13 @@ fn pack_weights(w: &[f32], g: &Conv2dGeometry) -> Vec<PackedA> {
 
 /// `conv(x, w) + b` when all operands are contiguous CPU float32 tensors (the caller has
 /// checked the shapes against `g`); `None` sends the caller to Burn's kernels.
-pub fn try_conv2d(cache: Option<&PackedWeights>, x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: &Conv2dGeometry) -> Option<Tensor> {
+pub fn try_conv2d(
+    cache: Option<&PackedWeights>,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    g: &Conv2dGeometry,
+) -> Option<Tensor> {
     let (xv, wv) = (cpu::f32_values(x)?, cpu::f32_values(w)?);
     let bv = match b {
         Some(b) => Some(cpu::f32_values(b)?),
@@ -191,8 +197,16 @@ mod tests {
         y
     }
 
-    fn geometry(input: [usize; 4], weight: [usize; 4], group: usize, strides: [usize; 2], dilations: [usize; 2], pads: [(usize, usize); 2]) -> Conv2dGeometry {
-        let out = |d: usize| (input[2 + d] + pads[d].0 + pads[d].1 - dilations[d] * (weight[2 + d] - 1) - 1) / strides[d] + 1;
+    fn geometry(
+        input: [usize; 4],
+        weight: [usize; 4],
+        group: usize,
+        strides: [usize; 2],
+        dilations: [usize; 2],
+        pads: [(usize, usize); 2],
+    ) -> Conv2dGeometry {
+        let out =
+            |d: usize| (input[2 + d] + pads[d].0 + pads[d].1 - dilations[d] * (weight[2 + d] - 1) - 1) / strides[d] + 1;
         Conv2dGeometry { input, weight, group, strides, dilations, pads, output: [out(0), out(1)] }
     }
 

@@ -59,7 +59,12 @@ impl Kernel for ConvTranspose {
         let b = ins.opt_tensor(2)?;
         let (xs, ws) = (x.shape(), w.shape());
         if xs.len() < 3 || xs.len() > 5 || ws.len() != xs.len() {
-            return Err(shape_err(ctx, xs, ws, "must be [N,C,spatial..] and [C,M/group,kernel..] with 1 to 3 spatial dims"));
+            return Err(shape_err(
+                ctx,
+                xs,
+                ws,
+                "must be [N,C,spatial..] and [C,M/group,kernel..] with 1 to 3 spatial dims",
+            ));
         }
         if x.dtype() != w.dtype() {
             return Err(ctx.err("X and W have different types"));
@@ -87,7 +92,8 @@ impl Kernel for ConvTranspose {
             Some(p) => return Err(ctx.err(format!("output_padding has {} entries, expected {n}", p.len()))),
         };
         // Unpadded output size of each spatial axis.
-        let full: Vec<usize> = (0..n).map(|i| r.strides[i] * (spatial[i] - 1) + (r.kernel[i] - 1) * r.dilations[i] + 1).collect();
+        let full: Vec<usize> =
+            (0..n).map(|i| r.strides[i] * (spatial[i] - 1) + (r.kernel[i] - 1) * r.dilations[i] + 1).collect();
         let output_shape = match &self.output_shape {
             Some(s) if s.len() == n + 2 => Some(s[2..].to_vec()),
             Some(s) if s.len() == n => Some(s.clone()),
@@ -111,7 +117,12 @@ impl Kernel for ConvTranspose {
                     let (pb, pe) = r.pads[i];
                     let size = (full[i] + out_pad[i]).checked_sub(pb + pe).filter(|&s| s > 0);
                     let Some(size) = size else {
-                        return Err(shape_err(ctx, spatial.to_vec(), r.pads.iter().map(|p| p.0 + p.1).collect(), "pads leave an empty output"));
+                        return Err(shape_err(
+                            ctx,
+                            spatial.to_vec(),
+                            r.pads.iter().map(|p| p.0 + p.1).collect(),
+                            "pads leave an empty output",
+                        ));
                     };
                     window.push((pb, size));
                 }
@@ -144,8 +155,18 @@ impl Kernel for ConvTranspose {
                 let s = y.shape().to_vec();
                 reshape(y, &[s[0], s[1], s[3]])
             }
-            2 => Dispatch::conv_transpose2d(xd, wd, None, ConvTransposeOptions::new(arr(&r.strides), arr(&zeros), arr(&zeros), arr(&r.dilations), g)),
-            _ => Dispatch::conv_transpose3d(xd, wd, None, ConvTransposeOptions::new(arr(&r.strides), arr(&zeros), arr(&zeros), arr(&r.dilations), g)),
+            2 => Dispatch::conv_transpose2d(
+                xd,
+                wd,
+                None,
+                ConvTransposeOptions::new(arr(&r.strides), arr(&zeros), arr(&zeros), arr(&r.dilations), g),
+            ),
+            _ => Dispatch::conv_transpose3d(
+                xd,
+                wd,
+                None,
+                ConvTransposeOptions::new(arr(&r.strides), arr(&zeros), arr(&zeros), arr(&r.dilations), g),
+            ),
         };
         // Crop / zero-extend each spatial axis to its window.
         let mut y = y;

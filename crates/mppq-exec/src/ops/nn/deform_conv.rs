@@ -28,7 +28,11 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     if group < 1 || offset_group < 1 {
         return Err(node.err("group and offset_group must be positive"));
     }
-    Ok(Box::new(DeformConv { window: Window::parse(node)?, group: group as usize, offset_group: offset_group as usize }))
+    Ok(Box::new(DeformConv {
+        window: Window::parse(node)?,
+        group: group as usize,
+        offset_group: offset_group as usize,
+    }))
 }
 
 /// Zero-pads the two spatial axes of [N, C, H, W] by (begin, end) pairs.
@@ -59,7 +63,12 @@ impl Kernel for DeformConv {
         let mask = ins.opt_tensor(4)?;
         let (xs, ws) = (x.shape(), w.shape());
         if xs.len() != 4 || ws.len() != 4 || xs.contains(&0) || ws.contains(&0) {
-            return Err(shape_err(ctx, xs, ws, "only non-empty 2-d DeformConv ([N,C,H,W], [M,C/group,kH,kW]) is supported"));
+            return Err(shape_err(
+                ctx,
+                xs,
+                ws,
+                "only non-empty 2-d DeformConv ([N,C,H,W], [M,C/group,kH,kW]) is supported",
+            ));
         }
         let (g, og) = (self.group, self.offset_group);
         if ws[1] * g != xs[1] || ws[0] % g != 0 || xs[1] % og != 0 {
@@ -72,14 +81,24 @@ impl Kernel for DeformConv {
         let out = r.output(ctx, &xs[2..], false)?;
         let taps = og * ws[2] * ws[3];
         if offset.shape() != [xs[0], 2 * taps, out[0], out[1]] {
-            return Err(shape_err(ctx, offset.shape(), vec![xs[0], 2 * taps, out[0], out[1]], "offset has the wrong shape"));
+            return Err(shape_err(
+                ctx,
+                offset.shape(),
+                vec![xs[0], 2 * taps, out[0], out[1]],
+                "offset has the wrong shape",
+            ));
         }
         let mask = match mask {
             None => None,
             Some(m) => {
                 let m = float_tensor(ctx, m, "mask")?;
                 if m.shape() != [xs[0], taps, out[0], out[1]] {
-                    return Err(shape_err(ctx, m.shape(), vec![xs[0], taps, out[0], out[1]], "mask has the wrong shape"));
+                    return Err(shape_err(
+                        ctx,
+                        m.shape(),
+                        vec![xs[0], taps, out[0], out[1]],
+                        "mask has the wrong shape",
+                    ));
                 }
                 Some(m.cast(x.dtype())?.into_dispatch())
             }
@@ -95,7 +114,11 @@ impl Kernel for DeformConv {
             }
         };
         let symmetric = r.pads.iter().all(|p| p.0 == p.1);
-        let (xd, pad) = if symmetric { (x.into_dispatch(), [r.pads[0].0, r.pads[1].0]) } else { (zero_pad(x.into_dispatch(), &r.pads), [0, 0]) };
+        let (xd, pad) = if symmetric {
+            (x.into_dispatch(), [r.pads[0].0, r.pads[1].0])
+        } else {
+            (zero_pad(x.into_dispatch(), &r.pads), [0, 0])
+        };
         let opts = DeformConvOptions::new([r.strides[0], r.strides[1]], pad, [r.dilations[0], r.dilations[1]], g, og);
         let y = Dispatch::deform_conv2d(xd, offset.into_dispatch(), w.into_dispatch(), mask, bias, opts);
         Ok(vec![Some(Tensor::from_dispatch(y).into())])

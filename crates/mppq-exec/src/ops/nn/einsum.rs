@@ -25,7 +25,8 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),
         None => (eq.clone(), None),
     };
-    let valid = |s: &str| s.replace("...", "").chars().all(|c| c.is_ascii_alphabetic()) && s.matches("...").count() <= 1;
+    let valid =
+        |s: &str| s.replace("...", "").chars().all(|c| c.is_ascii_alphabetic()) && s.matches("...").count() <= 1;
     let inputs: Vec<String> = lhs.split(',').map(str::to_string).collect();
     if !inputs.iter().all(|s| valid(s)) || !rhs.as_deref().is_none_or(valid) {
         return Err(node.err(format!("invalid equation {eq:?}")));
@@ -114,7 +115,9 @@ fn contract(ctx: &KernelContext<'_>, a: Term, b: Term, keep: &[u32]) -> Result<T
     // Broadcast sizes of shared labels (ellipsis axes of size 1 broadcast).
     let dim = |l: u32| -> Result<usize> {
         let (x, y) = (size(&a, &sa, l).unwrap_or(1), size(&b, &sb, l).unwrap_or(1));
-        broadcast_shapes(&[x], &[y]).map(|v| v[0]).ok_or_else(|| shape_err(ctx, sa.clone(), sb.clone(), "subscript sizes differ"))
+        broadcast_shapes(&[x], &[y])
+            .map(|v| v[0])
+            .ok_or_else(|| shape_err(ctx, sa.clone(), sb.clone(), "subscript sizes differ"))
     };
     let bsz: Vec<usize> = batch.iter().map(|&l| dim(l)).collect::<Result<_>>()?;
     let ksz: Vec<usize> = summed.iter().map(|&l| dim(l)).collect::<Result<_>>()?;
@@ -127,7 +130,12 @@ fn contract(ctx: &KernelContext<'_>, a: Term, b: Term, keep: &[u32]) -> Result<T
     let pb = order(&b, [&batch, &summed, &b_only]);
     let full_a: Vec<usize> = bsz.iter().chain(&msz).chain(&ksz).copied().collect();
     let full_b: Vec<usize> = bsz.iter().chain(&ksz).chain(&nsz).copied().collect();
-    let (bn, m, k, n) = (bsz.iter().product::<usize>(), msz.iter().product::<usize>(), ksz.iter().product::<usize>(), nsz.iter().product::<usize>());
+    let (bn, m, k, n) = (
+        bsz.iter().product::<usize>(),
+        msz.iter().product::<usize>(),
+        ksz.iter().product::<usize>(),
+        nsz.iter().product::<usize>(),
+    );
     let ta = a.t.permute(&pa).expand(&full_a).reshape(&[bn, m, k]);
     let tb = b.t.permute(&pb).expand(&full_b).reshape(&[bn, k, n]);
     let y = Dispatch::float_matmul(ta.into_dispatch(), tb.into_dispatch());
@@ -141,7 +149,11 @@ impl Kernel for Einsum {
         let mut ins = ctx.inputs(inputs);
         let tensors = ins.rest(0)?;
         if tensors.len() != self.inputs.len() || tensors.is_empty() {
-            return Err(ctx.err(format!("equation has {} operands, node has {} inputs", self.inputs.len(), tensors.len())));
+            return Err(ctx.err(format!(
+                "equation has {} operands, node has {} inputs",
+                self.inputs.len(),
+                tensors.len()
+            )));
         }
         let mut terms = Vec::new();
         let mut ell_rank = 0;
@@ -166,9 +178,14 @@ impl Kernel for Einsum {
             }
             None => {
                 let mut l: Vec<u32> = (0..ell_rank).map(|k| 128 + (ell_rank - 1 - k) as u32).collect();
-                let mut letters: Vec<u32> = self.inputs.iter().flat_map(|s| s.chars().filter(|c| c.is_ascii_alphabetic()).map(|c| c as u32)).collect();
+                let mut letters: Vec<u32> = self
+                    .inputs
+                    .iter()
+                    .flat_map(|s| s.chars().filter(|c| c.is_ascii_alphabetic()).map(|c| c as u32))
+                    .collect();
                 letters.sort_unstable();
-                let once: Vec<u32> = letters.iter().copied().filter(|c| letters.iter().filter(|x| *x == c).count() == 1).collect();
+                let once: Vec<u32> =
+                    letters.iter().copied().filter(|c| letters.iter().filter(|x| *x == c).count() == 1).collect();
                 l.extend(once);
                 l
             }
@@ -188,7 +205,10 @@ impl Kernel for Einsum {
         // Sum labels of the first operand used nowhere else.
         let keep = later_labels(1, &rest);
         let drop: Vec<usize> = (0..acc.labels.len()).filter(|&i| !keep.contains(&acc.labels[i])).collect();
-        acc = Term { labels: acc.labels.iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, &l)| l).collect(), t: sum_axes(acc.t, &drop) };
+        acc = Term {
+            labels: acc.labels.iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, &l)| l).collect(),
+            t: sum_axes(acc.t, &drop),
+        };
         for idx in 0..rest.len() {
             let i = rest[idx].0;
             let keep = later_labels(i + 1, &rest);
@@ -197,11 +217,16 @@ impl Kernel for Einsum {
             let mut keep_b = keep.clone();
             keep_b.extend(&acc.labels);
             let drop: Vec<usize> = (0..b.labels.len()).filter(|&j| !keep_b.contains(&b.labels[j])).collect();
-            let b = Term { labels: b.labels.iter().enumerate().filter(|(j, _)| !drop.contains(j)).map(|(_, &l)| l).collect(), t: sum_axes(b.t, &drop) };
+            let b = Term {
+                labels: b.labels.iter().enumerate().filter(|(j, _)| !drop.contains(j)).map(|(_, &l)| l).collect(),
+                t: sum_axes(b.t, &drop),
+            };
             acc = contract(ctx, acc, b, &keep)?;
         }
         if let Some(missing) = out.iter().find(|l| !acc.labels.contains(l)) {
-            return Err(ctx.err(format!("output subscript {} is not in any input", char::from_u32(*missing).unwrap_or('?'))));
+            return Err(
+                ctx.err(format!("output subscript {} is not in any input", char::from_u32(*missing).unwrap_or('?')))
+            );
         }
         let perm: Vec<usize> = out.iter().map(|l| acc.labels.iter().position(|x| x == l).unwrap_or(0)).collect();
         let t = if perm.iter().copied().eq(0..perm.len()) { acc.t } else { acc.t.permute(&perm) };

@@ -58,7 +58,9 @@ impl Kernel for Gemm {
         if let Some(c) = c {
             let c = float_tensor(ctx, c, "C")?;
             let sc = c.shape();
-            if broadcast_shapes(&sc, &[m, n]).as_deref() != Some(&[m, n][..]) || c.dtype() != Tensor::from_dispatch(y.clone()).dtype() {
+            if broadcast_shapes(&sc, &[m, n]).as_deref() != Some(&[m, n][..])
+                || c.dtype() != Tensor::from_dispatch(y.clone()).dtype()
+            {
                 return Err(shape_err(ctx, sc, vec![m, n], "C does not broadcast to the output"));
             }
             if self.beta != 0.0 {

@@ -131,7 +131,14 @@ impl Kernel for GridSample {
         let mut out_shape = vec![n, c];
         out_shape.extend_from_slice(&gs[1..gs.len() - 1]);
         if points == 0 || n == 0 || c == 0 {
-            return Ok(vec![Some(Tensor::from_dispatch(Dispatch::float_zeros(Shape::from(out_shape), &x.dispatch().device(), x.burn_dtype().into())).into())]);
+            return Ok(vec![Some(
+                Tensor::from_dispatch(Dispatch::float_zeros(
+                    Shape::from(out_shape),
+                    &x.dispatch().device(),
+                    x.burn_dtype().into(),
+                ))
+                .into(),
+            )]);
         }
         if dims.contains(&0) {
             return Err(shape_err(ctx, xs, gs, "cannot sample an empty input"));
@@ -159,7 +166,11 @@ impl Kernel for GridSample {
                     let d = dims[i];
                     // The grid's last axis lists coordinates innermost first (x, y, z).
                     let v = g[base + nd - 1 - i];
-                    let mut xf = if self.align_corners { (v + 1.0) / 2.0 * (d as f64 - 1.0) } else { ((v + 1.0) * d as f64 - 1.0) / 2.0 };
+                    let mut xf = if self.align_corners {
+                        (v + 1.0) / 2.0 * (d as f64 - 1.0)
+                    } else {
+                        ((v + 1.0) * d as f64 - 1.0) / 2.0
+                    };
                     // Bounded so index arithmetic stays exact (far points read padding or edges).
                     xf = if xf.is_nan() { -1e12 } else { xf.clamp(-1e12, 1e12) };
                     if self.mode == Mode::Nearest {

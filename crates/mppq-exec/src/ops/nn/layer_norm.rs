@@ -31,7 +31,14 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 
 /// Brings a parameter to the input's rank, checking it broadcasts to `norm` (the trailing
 /// normalised shape).
-fn param(ctx: &KernelContext<'_>, p: Tensor, norm: &[usize], rank: usize, dtype: DataType, name: &str) -> Result<Tensor> {
+fn param(
+    ctx: &KernelContext<'_>,
+    p: Tensor,
+    norm: &[usize],
+    rank: usize,
+    dtype: DataType,
+    name: &str,
+) -> Result<Tensor> {
     let p = float_tensor(ctx, p, name)?;
     let ps = p.shape();
     if ps.len() > norm.len() || broadcast_shapes(&ps, norm).as_deref() != Some(norm) {
@@ -60,7 +67,10 @@ impl Kernel for LayerNorm {
         let axes: Vec<usize> = (axis..rank).collect();
         let (mean, var) = moments(xd.clone(), &axes);
         let inv = Dispatch::float_recip(Dispatch::float_sqrt(Dispatch::float_add_scalar(var, self.epsilon.into())));
-        let mut y = Dispatch::float_mul(Dispatch::float_mul(Dispatch::float_sub(xd, mean.clone()), inv.clone()), scale.into_dispatch());
+        let mut y = Dispatch::float_mul(
+            Dispatch::float_mul(Dispatch::float_sub(xd, mean.clone()), inv.clone()),
+            scale.into_dispatch(),
+        );
         if let Some(b) = bias {
             y = Dispatch::float_add(y, b.into_dispatch());
         }

@@ -46,7 +46,13 @@ impl Kernel for Loss {
         let target = ins.tensor(1)?;
         let weight = ins.opt_tensor(2)?;
         let (xs, ts) = (x.shape(), target.shape());
-        if xs.len() < 2 || target.kind() != Kind::Int || ts.len() != xs.len() - 1 || ts[0] != xs[0] || ts[1..] != xs[2..] || xs[1] == 0 {
+        if xs.len() < 2
+            || target.kind() != Kind::Int
+            || ts.len() != xs.len() - 1
+            || ts[0] != xs[0]
+            || ts[1..] != xs[2..]
+            || xs[1] == 0
+        {
             return Err(shape_err(ctx, xs, ts, "input must be [N,C,d..] and target integer [N,d..]"));
         }
         let (n, c) = (xs[0], xs[1]);
@@ -88,7 +94,9 @@ impl Kernel for Loss {
         let weight_sum: f64 = w.iter().sum();
         let idx = Tensor::from_i64(&[n, 1, d], idx, ctx.device).into_dispatch();
         let picked = Dispatch::float_gather(1, reshape(x, &[n, c, d]), idx);
-        let wt = Tensor::from_f32(&[n, 1, d], w.iter().map(|&v| v as f32).collect(), ctx.device).cast(dtype)?.into_dispatch();
+        let wt = Tensor::from_f32(&[n, 1, d], w.iter().map(|&v| v as f32).collect(), ctx.device)
+            .cast(dtype)?
+            .into_dispatch();
         let loss = Dispatch::float_neg(Dispatch::float_mul(picked, wt));
         let loss = match self.reduction {
             Reduction::None => Tensor::from_dispatch(reshape(loss, &ts)),

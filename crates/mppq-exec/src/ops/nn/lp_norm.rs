@@ -6,8 +6,8 @@ use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::Dispatch;
-use burn::backend::ops::{BoolTensorOps, FloatTensorOps};
 use burn::backend::TensorMetadata;
+use burn::backend::ops::{BoolTensorOps, FloatTensorOps};
 
 pub fn register(r: &mut OpRegistry) {
     r.register_fn("LpNormalization", 1, build);
@@ -40,7 +40,10 @@ impl Kernel for LpNorm {
         };
         // Where the norm is 0 the slice is all zeros; dividing by 1 keeps it so.
         let dtype = norm.dtype();
-        let zero = Dispatch::bool_into_float(Dispatch::float_equal_elem(norm.clone(), 0.0f64.into(), crate::tensor::bool_for(&norm)), dtype.into());
+        let zero = Dispatch::bool_into_float(
+            Dispatch::float_equal_elem(norm.clone(), 0.0f64.into(), crate::tensor::bool_for(&norm)),
+            dtype.into(),
+        );
         let norm = Dispatch::float_add(norm, zero);
         Ok(vec![Some(Tensor::from_dispatch(Dispatch::float_div(xd, norm)).into())])
     }

@@ -48,7 +48,10 @@ impl Kernel for Lrn {
         let before = (self.size - 1) / 2;
         let after = self.size - 1 - before;
         let sum = reshape(window_sum(sq, &[self.size, 1], &[1, 1], &[(before, after), (0, 0)], &[1, 1]), &xs);
-        let scaled = Dispatch::float_add_scalar(Dispatch::float_mul_scalar(sum, (self.alpha / self.size as f64).into()), self.bias.into());
+        let scaled = Dispatch::float_add_scalar(
+            Dispatch::float_mul_scalar(sum, (self.alpha / self.size as f64).into()),
+            self.bias.into(),
+        );
         let y = Dispatch::float_div(xd, Dispatch::float_powf_scalar(scaled, self.beta.into()));
         Ok(vec![Some(Tensor::from_dispatch(y).into())])
     }

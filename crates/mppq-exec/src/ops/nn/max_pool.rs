@@ -35,7 +35,14 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 }
 
 /// 2-d max pool of [B, C, H, W] with (begin, end) pads, optionally with per-plane indices.
-fn pool2d(x: DispatchTensor, k: [usize; 2], s: [usize; 2], p: [(usize, usize); 2], d: [usize; 2], indices: bool) -> (DispatchTensor, Option<DispatchTensor>) {
+fn pool2d(
+    x: DispatchTensor,
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [(usize, usize); 2],
+    d: [usize; 2],
+    indices: bool,
+) -> (DispatchTensor, Option<DispatchTensor>) {
     let opts = MaxPoolOptions::new(k).with_stride(s).with_padding_pairs(p).with_dilation(d);
     let x = burn::tensor::Tensor::<4>::from_dispatch(x);
     if indices {
@@ -149,7 +156,9 @@ impl Kernel for MaxPool {
         let dtype = x.dtype();
         let x = match x.kind() {
             Kind::Float => x,
-            Kind::Int if matches!(dtype, DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16) => x.cast(DataType::Float)?,
+            Kind::Int if matches!(dtype, DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16) => {
+                x.cast(DataType::Float)?
+            }
             _ => return Err(ctx.err(format!("{dtype} inputs are not supported"))),
         };
         let xs = x.shape();
@@ -168,7 +177,14 @@ impl Kernel for MaxPool {
         }
         let want_indices = self.indices;
         if spatial.len() == 2 && !want_indices {
-            let geometry = Pool2d { input: [xs[0] * xs[1], xs[2], xs[3]], kernel: [k[0], k[1]], strides: [s[0], s[1]], dilations: [dl[0], dl[1]], pads: [pads[0].0, pads[1].0], output: [out[0], out[1]] };
+            let geometry = Pool2d {
+                input: [xs[0] * xs[1], xs[2], xs[3]],
+                kernel: [k[0], k[1]],
+                strides: [s[0], s[1]],
+                dilations: [dl[0], dl[1]],
+                pads: [pads[0].0, pads[1].0],
+                output: [out[0], out[1]],
+            };
             if let Some(values) = crate::cpu::f32_values(&x) {
                 let y = x.like_f32(&[xs[0], xs[1], out[0], out[1]], cpu_pool2d(values, &geometry));
                 return Ok(vec![Some(y.cast(dtype)?.into()), None]);
@@ -260,10 +276,31 @@ mod tests {
     #[test]
     fn matches_a_direct_max_pool_with_pads_strides_dilations_and_nan() {
         let geometries = [
-            Pool2d { input: [3, 9, 11], kernel: [3, 3], strides: [2, 2], dilations: [1, 1], pads: [1, 1], output: [5, 6] },
-            Pool2d { input: [2, 7, 8], kernel: [2, 3], strides: [1, 3], dilations: [2, 1], pads: [0, 2], output: [5, 3] },
+            Pool2d {
+                input: [3, 9, 11],
+                kernel: [3, 3],
+                strides: [2, 2],
+                dilations: [1, 1],
+                pads: [1, 1],
+                output: [5, 6],
+            },
+            Pool2d {
+                input: [2, 7, 8],
+                kernel: [2, 3],
+                strides: [1, 3],
+                dilations: [2, 1],
+                pads: [0, 2],
+                output: [5, 3],
+            },
             // Padding so wide that some windows see one tap only.
-            Pool2d { input: [1, 3, 3], kernel: [3, 3], strides: [1, 1], dilations: [1, 1], pads: [2, 2], output: [3, 3] },
+            Pool2d {
+                input: [1, 3, 3],
+                kernel: [3, 3],
+                strides: [1, 1],
+                dilations: [1, 1],
+                pads: [2, 2],
+                output: [3, 3],
+            },
         ];
         for g in &geometries {
             let n = g.input.iter().product::<usize>();

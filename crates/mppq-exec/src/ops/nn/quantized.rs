@@ -51,7 +51,13 @@ fn is_8bit(t: &Tensor) -> bool {
 }
 
 /// `x - zp` in `to` (int64 or float64); `zp` is a scalar or broadcasts after `lift` reshaping.
-fn centred(ctx: &KernelContext<'_>, x: Tensor, zp: Option<Tensor>, lift: &dyn Fn(&Tensor) -> Option<Vec<usize>>, to: DataType) -> Result<Tensor> {
+fn centred(
+    ctx: &KernelContext<'_>,
+    x: Tensor,
+    zp: Option<Tensor>,
+    lift: &dyn Fn(&Tensor) -> Option<Vec<usize>>,
+    to: DataType,
+) -> Result<Tensor> {
     if !is_8bit(&x) {
         return Err(ctx.err(format!("{} operands are not supported (8-bit integers expected)", x.dtype())));
     }
@@ -74,7 +80,14 @@ fn centred(ctx: &KernelContext<'_>, x: Tensor, zp: Option<Tensor>, lift: &dyn Fn
 }
 
 /// `a_scale * b_scale / y_scale` in the scales' precision, reshaped by `lift`, then as f64.
-fn multiplier(ctx: &KernelContext<'_>, a: Tensor, b: Tensor, y: Tensor, rank: usize, lift_b: &dyn Fn(&Tensor) -> Option<Vec<usize>>) -> Result<Tensor> {
+fn multiplier(
+    ctx: &KernelContext<'_>,
+    a: Tensor,
+    b: Tensor,
+    y: Tensor,
+    rank: usize,
+    lift_b: &dyn Fn(&Tensor) -> Option<Vec<usize>>,
+) -> Result<Tensor> {
     for s in [&a, &b, &y] {
         if s.kind() != Kind::Float {
             return Err(ctx.err("scales must be floats"));
@@ -85,7 +98,9 @@ fn multiplier(ctx: &KernelContext<'_>, a: Tensor, b: Tensor, y: Tensor, rank: us
         if t.numel() == 1 {
             return Ok(vec![1; rank]);
         }
-        lift(t).filter(|s| s.iter().product::<usize>() == t.numel()).ok_or_else(|| shape_err(ctx, t.shape(), vec![], "scale does not fit the operand"))
+        lift(t)
+            .filter(|s| s.iter().product::<usize>() == t.numel())
+            .ok_or_else(|| shape_err(ctx, t.shape(), vec![], "scale does not fit the operand"))
     };
     let scalar_only = |_: &Tensor| None;
     let (sa, sb, sy) = (shape_of(&a, &scalar_only)?, shape_of(&b, lift_b)?, shape_of(&y, &scalar_only)?);
@@ -102,7 +117,13 @@ fn multiplier(ctx: &KernelContext<'_>, a: Tensor, b: Tensor, y: Tensor, rank: us
 /// ONNX Runtime converts the int32 accumulator to float32, multiplies by the float32 multiplier,
 /// rounds half to even and only then adds the zero point (adding it first would break ties
 /// differently for odd zero points).
-fn requantize(ctx: &KernelContext<'_>, acc: Tensor, mult: Tensor, y_zp: Option<Tensor>, fallback: DataType) -> Result<Tensor> {
+fn requantize(
+    ctx: &KernelContext<'_>,
+    acc: Tensor,
+    mult: Tensor,
+    y_zp: Option<Tensor>,
+    fallback: DataType,
+) -> Result<Tensor> {
     let out_type = y_zp.as_ref().map_or(fallback, Tensor::dtype);
     let (lo, hi) = match out_type {
         DataType::Int8 => (-128.0, 127.0),
@@ -143,7 +164,11 @@ impl Kernel for Quantized {
                 let (x, w) = (ins.tensor(0)?, ins.tensor(1)?);
                 let (xzp, wzp) = (ins.opt_tensor(2)?, ins.opt_tensor(3)?);
                 let rank = x.rank();
-                let per_m = move |t: &Tensor| (t.rank() == 1).then(|| std::iter::once(t.numel()).chain(std::iter::repeat_n(1, rank.saturating_sub(1))).collect());
+                let per_m = move |t: &Tensor| {
+                    (t.rank() == 1).then(|| {
+                        std::iter::once(t.numel()).chain(std::iter::repeat_n(1, rank.saturating_sub(1))).collect()
+                    })
+                };
                 let no = |_: &Tensor| None;
                 let x = centred(ctx, x, xzp, &no, DataType::Double)?;
                 let w = centred(ctx, w, wzp, &per_m, DataType::Double)?;
@@ -167,8 +192,16 @@ impl Kernel for Quantized {
                 let (y_scale, yzp, bias) = (ins.tensor(6)?, ins.opt_tensor(7)?, ins.opt_tensor(8)?);
                 let rank = x.rank();
                 let fallback = x.dtype();
-                let per_m = move |t: &Tensor| (t.rank() == 1).then(|| std::iter::once(t.numel()).chain(std::iter::repeat_n(1, rank.saturating_sub(1))).collect());
-                let per_channel = move |t: &Tensor| (t.rank() == 1).then(|| [1, t.numel()].into_iter().chain(std::iter::repeat_n(1, rank.saturating_sub(2))).collect());
+                let per_m = move |t: &Tensor| {
+                    (t.rank() == 1).then(|| {
+                        std::iter::once(t.numel()).chain(std::iter::repeat_n(1, rank.saturating_sub(1))).collect()
+                    })
+                };
+                let per_channel = move |t: &Tensor| {
+                    (t.rank() == 1).then(|| {
+                        [1, t.numel()].into_iter().chain(std::iter::repeat_n(1, rank.saturating_sub(2))).collect()
+                    })
+                };
                 let no = |_: &Tensor| None;
                 let x = centred(ctx, x, xzp, &no, DataType::Double)?;
                 let w = centred(ctx, w, wzp, &per_m, DataType::Double)?;

@@ -11,8 +11,8 @@ use crate::error::Result;
 use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
 use crate::tensor::{Kind, Tensor, normalize_axis};
 use crate::value::Value;
-use burn::backend::{Dispatch, TensorMetadata};
 use burn::backend::ops::FloatTensorOps;
+use burn::backend::{Dispatch, TensorMetadata};
 
 pub fn register(r: &mut OpRegistry) {
     r.register_fn("Resize", 10, build);
@@ -115,7 +115,11 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         return Err(node.err("antialias is not defined for nearest mode"));
     }
     let (roi_input, scales_input, sizes_input, scales_attr) = if upsample {
-        if super::util::opset(node) < 9 { (None, None, None, Some(node.floats("scales")?.unwrap_or_default())) } else { (None, Some(1), None, None) }
+        if super::util::opset(node) < 9 {
+            (None, None, None, Some(node.floats("scales")?.unwrap_or_default()))
+        } else {
+            (None, Some(1), None, None)
+        }
     } else if super::util::opset(node) < 11 {
         (None, Some(1), None, None)
     } else {
@@ -166,7 +170,8 @@ impl Resize {
                 let s = if self.antialias { scale.min(1.0) } else { 1.0 };
                 let start = (-1.0 / s).floor() as i64 + 1;
                 let n = 2 - 2 * start;
-                let c: Vec<f64> = (start..start + n).map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0)).collect();
+                let c: Vec<f64> =
+                    (start..start + n).map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0)).collect();
                 (start, normalise(c))
             }
             Mode::Cubic => {
@@ -199,17 +204,26 @@ impl Resize {
             let xf = x as f64;
             let x_ori = match self.transform {
                 Transform::AlignCorners => {
-                    if out_f == 1.0 { 0.0 } else { xf * (inf - 1.0) / (out_f - 1.0) }
+                    if out_f == 1.0 {
+                        0.0
+                    } else {
+                        xf * (inf - 1.0) / (out_f - 1.0)
+                    }
                 }
                 Transform::Asymmetric => xf / scale,
                 Transform::TfHalfPixelForNn => (xf + 0.5) / scale,
                 Transform::TfCropAndResize => {
                     let span = roi.1 - roi.0;
-                    let base = if out_f == 1.0 { span * (inf - 1.0) / 2.0 } else { xf * span * (inf - 1.0) / (out_f - 1.0) };
+                    let base =
+                        if out_f == 1.0 { span * (inf - 1.0) / 2.0 } else { xf * span * (inf - 1.0) / (out_f - 1.0) };
                     base + roi.0 * (inf - 1.0)
                 }
                 Transform::PytorchHalfPixel => {
-                    if out_f == 1.0 { -0.5 } else { (xf + 0.5) / scale - 0.5 }
+                    if out_f == 1.0 {
+                        -0.5
+                    } else {
+                        (xf + 0.5) / scale - 0.5
+                    }
                 }
                 Transform::HalfPixel => (xf + 0.5) / scale - 0.5,
                 Transform::HalfPixelSymmetric => {
@@ -324,7 +338,11 @@ impl Kernel for Resize {
                 }
                 if self.policy != AspectPolicy::Stretch {
                     let pick = axes.iter().map(|&a| scale[a]);
-                    let s = if self.policy == AspectPolicy::NotLarger { pick.fold(f64::INFINITY, f64::min) } else { pick.fold(0.0, f64::max) };
+                    let s = if self.policy == AspectPolicy::NotLarger {
+                        pick.fold(f64::INFINITY, f64::min)
+                    } else {
+                        pick.fold(0.0, f64::max)
+                    };
                     for &a in &axes {
                         scale[a] = s;
                         out[a] = (s * xs[a] as f64 + 0.5) as usize;
@@ -360,7 +378,11 @@ impl Kernel for Resize {
                 if out[a] != xs[a] {
                     let mut s = y.shape();
                     s[a] = out[a];
-                    y = Tensor::from_dispatch(Dispatch::float_zeros(s.into(), &y.dispatch().device(), y.burn_dtype().into()));
+                    y = Tensor::from_dispatch(Dispatch::float_zeros(
+                        s.into(),
+                        &y.dispatch().device(),
+                        y.burn_dtype().into(),
+                    ));
                 }
                 continue;
             }
@@ -395,7 +417,9 @@ impl Kernel for Resize {
             for (a, o) in outside_masks {
                 let mut s = vec![1; rank];
                 s[a] = out[a];
-                let m = Tensor::from_f32(&s, o.iter().map(|&v| if v { 0.0 } else { 1.0 }).collect(), ctx.device).cast(y.dtype())?.into_dispatch();
+                let m = Tensor::from_f32(&s, o.iter().map(|&v| if v { 0.0 } else { 1.0 }).collect(), ctx.device)
+                    .cast(y.dtype())?
+                    .into_dispatch();
                 inside = Some(match inside {
                     None => m,
                     Some(p) => Dispatch::float_mul(p, m),
@@ -404,7 +428,10 @@ impl Kernel for Resize {
             if let Some(inside) = inside {
                 let yd = y.into_dispatch();
                 let keep = Dispatch::float_mul(yd, inside.clone());
-                let outside = Dispatch::float_mul_scalar(Dispatch::float_neg(Dispatch::float_sub_scalar(inside, 1.0f64.into())), self.extrapolation.into());
+                let outside = Dispatch::float_mul_scalar(
+                    Dispatch::float_neg(Dispatch::float_sub_scalar(inside, 1.0f64.into())),
+                    self.extrapolation.into(),
+                );
                 y = Tensor::from_dispatch(Dispatch::float_add(keep, outside));
             }
         }

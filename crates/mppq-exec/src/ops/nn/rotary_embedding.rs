@@ -27,7 +27,11 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     if rotary_dim < 0 || num_heads < 0 {
         return Err(node.err("rotary_embedding_dim and num_heads must not be negative"));
     }
-    Ok(Box::new(Rotary { interleaved: node.int("interleaved", 0)? != 0, rotary_dim: rotary_dim as usize, num_heads: num_heads as usize }))
+    Ok(Box::new(Rotary {
+        interleaved: node.int("interleaved", 0)? != 0,
+        rotary_dim: rotary_dim as usize,
+        num_heads: num_heads as usize,
+    }))
 }
 
 fn last(t: Tensor, start: usize, end: usize) -> Tensor {
@@ -71,7 +75,12 @@ impl Kernel for Rotary {
             let c = match &pos {
                 Some(p) => {
                     if p.kind() != Kind::Int || p.shape() != [b, s] || cs.len() != 2 || cs[1] != half {
-                        return Err(shape_err(ctx, cs, vec![b, s, half], format!("{what} / position_ids have the wrong shape")));
+                        return Err(shape_err(
+                            ctx,
+                            cs,
+                            vec![b, s, half],
+                            format!("{what} / position_ids have the wrong shape"),
+                        ));
                     }
                     let ids = p.to_i64_vec();
                     if ids.iter().any(|&i| i < 0 || i as usize >= cs[0]) {
@@ -82,7 +91,12 @@ impl Kernel for Rotary {
                 }
                 None => {
                     if cs != [b, s, half] {
-                        return Err(shape_err(ctx, cs, vec![b, s, half], format!("{what} must be [B, S, rotary_dim/2]")));
+                        return Err(shape_err(
+                            ctx,
+                            cs,
+                            vec![b, s, half],
+                            format!("{what} must be [B, S, rotary_dim/2]"),
+                        ));
                     }
                     c.reshape(&[b, s, 1, half])
                 }
@@ -98,11 +112,15 @@ impl Kernel for Rotary {
             (last(rot.clone(), 0, half), last(rot, half, r))
         };
         let (x1, x2) = (x1.into_dispatch(), x2.into_dispatch());
-        let real = Dispatch::float_sub(Dispatch::float_mul(cos.clone(), x1.clone()), Dispatch::float_mul(sin.clone(), x2.clone()));
+        let real = Dispatch::float_sub(
+            Dispatch::float_mul(cos.clone(), x1.clone()),
+            Dispatch::float_mul(sin.clone(), x2.clone()),
+        );
         let imag = Dispatch::float_add(Dispatch::float_mul(sin, x1), Dispatch::float_mul(cos, x2));
         let (real, imag) = (Tensor::from_dispatch(real), Tensor::from_dispatch(imag));
         let rotated = if self.interleaved {
-            Tensor::cat(vec![real.reshape(&[b, s, h, half, 1]), imag.reshape(&[b, s, h, half, 1])], 4).reshape(&[b, s, h, r])
+            Tensor::cat(vec![real.reshape(&[b, s, h, half, 1]), imag.reshape(&[b, s, h, half, 1])], 4)
+                .reshape(&[b, s, h, r])
         } else {
             Tensor::cat(vec![real, imag], 3)
         };

@@ -78,7 +78,9 @@ pub fn gemm(a: &PackedA, b: &impl PanelSource, n: usize, bias: Option<&[f32]>, c
         (row_panels.min(target.div_ceil(col_tasks)), col_tasks)
     };
     // Task i of `parts` over `panels` panels of `size`: an even share, clamped to `len`.
-    let share = |i: usize, parts: usize, panels: usize, size: usize, len: usize| (i * panels / parts * size).min(len)..((i + 1) * panels / parts * size).min(len);
+    let share = |i: usize, parts: usize, panels: usize, size: usize, len: usize| {
+        (i * panels / parts * size).min(len)..((i + 1) * panels / parts * size).min(len)
+    };
     let out = SharedOut(c.as_mut_ptr());
     let task = |t: usize| {
         let rows = share(t / col_tasks, row_tasks, row_panels, MR, m);
@@ -107,7 +109,15 @@ unsafe impl Sync for SharedOut {}
 /// # Safety
 /// `out` must point at a row-major buffer of at least `a.m × n` floats that nobody else reads or
 /// writes inside this block.
-unsafe fn block(a: &PackedA, b: &impl PanelSource, n: usize, bias: Option<&[f32]>, out: &SharedOut, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) {
+unsafe fn block(
+    a: &PackedA,
+    b: &impl PanelSource,
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &SharedOut,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+) {
     let k = a.k;
     // K blocks of equal size (576 = 3 × 192, not 256 + 256 + 64): a short last block pays the
     // tile write-back for little work.
@@ -162,7 +172,18 @@ impl Kernel {
     /// # Safety
     /// `c` must be valid for the tile; `a` holds `kc × MR`, `b` holds `kc × NR` floats.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn run(self, kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize, height: usize, width: usize, first: bool, bias: Option<&[f32]>) {
+    unsafe fn run(
+        self,
+        kc: usize,
+        a: &[f32],
+        b: &[f32],
+        c: *mut f32,
+        ldc: usize,
+        height: usize,
+        width: usize,
+        first: bool,
+        bias: Option<&[f32]>,
+    ) {
         #[cfg(target_arch = "x86_64")]
         if let Kernel::Avx2Fma = self
             && height == MR
@@ -280,7 +301,15 @@ mod avx2 {
     /// # Safety
     /// The CPU must support AVX2 and FMA; `c` must be valid for 6 rows of 16 floats, `ldc` apart.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn full_tile(kc: usize, a: &[f32], b: &[f32], c: *mut f32, ldc: usize, first: bool, bias: Option<&[f32]>) {
+    pub unsafe fn full_tile(
+        kc: usize,
+        a: &[f32],
+        b: &[f32],
+        c: *mut f32,
+        ldc: usize,
+        first: bool,
+        bias: Option<&[f32]>,
+    ) {
         // SAFETY: the caller guarantees AVX2+FMA and the tile's extent.
         unsafe {
             let acc = accumulate::<MR, 2>(kc, a, b);
@@ -384,7 +413,17 @@ mod tests {
 
     #[test]
     fn products_of_every_edge_shape() {
-        for &(m, n, k) in &[(1, 1, 1), (6, 16, 3), (7, 17, 5), (5, 3, 300), (9, 20, 7), (8, 33, 11), (10, 5, 3), (13, 40, 257), (64, 49, 520)] {
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (6, 16, 3),
+            (7, 17, 5),
+            (5, 3, 300),
+            (9, 20, 7),
+            (8, 33, 11),
+            (10, 5, 3),
+            (13, 40, 257),
+            (64, 49, 520),
+        ] {
             check(m, n, k, false);
             check(m, n, k, true);
         }
@@ -398,7 +437,8 @@ mod tests {
 
     #[test]
     fn portable_kernel_matches_the_detected_one() {
-        let (kc, a, b): (usize, Vec<f32>, Vec<f32>) = (9, (0..54).map(|i| i as f32 * 0.1).collect(), (0..144).map(|i| 1.0 - i as f32 * 0.01).collect());
+        let (kc, a, b): (usize, Vec<f32>, Vec<f32>) =
+            (9, (0..54).map(|i| i as f32 * 0.1).collect(), (0..144).map(|i| 1.0 - i as f32 * 0.01).collect());
         let (mut x, mut y) = ([[0f32; NR]; MR], [[0f32; NR]; MR]);
         portable_tile(kc, &a, &b, &mut x);
         let mut c = [0f32; MR * NR];

@@ -9,7 +9,7 @@ use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn::backend::{Dispatch, DispatchTensor, TensorMetadata};
-use burn::tensor::{IntDType};
+use burn::tensor::IntDType;
 
 pub fn register(r: &mut OpRegistry) {
     for op in ["Softmax", "LogSoftmax", "Hardmax"] {
@@ -79,7 +79,8 @@ impl Kernel for SoftmaxKernel {
         let x = float_tensor(ctx, ctx.inputs(inputs).tensor(0)?, "input")?;
         let xs = x.shape();
         let rank = xs.len();
-        let axis = if self.coerce_2d && self.axis == rank as i64 { Some(rank) } else { normalize_axis(self.axis, rank) };
+        let axis =
+            if self.coerce_2d && self.axis == rank as i64 { Some(rank) } else { normalize_axis(self.axis, rank) };
         let Some(axis) = axis.filter(|_| rank > 0) else {
             return Err(ctx.err(format!("axis {} is out of range for rank {rank}", self.axis)));
         };

@@ -58,10 +58,20 @@ fn group_norm_opset18_scales_per_group_and_opset21_per_channel() {
     };
     let (g0, g1) = (norm(&x[..4]), norm(&x[4..]));
     let attrs = || vec![("num_groups".to_string(), Attribute::Int(2))];
-    let y18 = run(op("GroupNormalization", 18, attrs()), vec![f32s(&[1, 4, 2], x.clone()), f32s(&[2], vec![2., 3.]), f32s(&[2], vec![1., -1.])], 1).unwrap();
+    let y18 = run(
+        op("GroupNormalization", 18, attrs()),
+        vec![f32s(&[1, 4, 2], x.clone()), f32s(&[2], vec![2., 3.]), f32s(&[2], vec![1., -1.])],
+        1,
+    )
+    .unwrap();
     let want18: Vec<f32> = g0.iter().map(|v| v * 2. + 1.).chain(g1.iter().map(|v| v * 3. - 1.)).collect();
     close(&y18[0].to_f32_vec(), &want18);
-    let y21 = run(op("GroupNormalization", 21, attrs()), vec![f32s(&[1, 4, 2], x), f32s(&[4], vec![1., 2., 3., 4.]), f32s(&[4], vec![0.; 4])], 1).unwrap();
+    let y21 = run(
+        op("GroupNormalization", 21, attrs()),
+        vec![f32s(&[1, 4, 2], x), f32s(&[4], vec![1., 2., 3., 4.]), f32s(&[4], vec![0.; 4])],
+        1,
+    )
+    .unwrap();
     let all: Vec<f32> = g0.iter().chain(&g1).copied().collect();
     let want21: Vec<f32> = all.iter().enumerate().map(|(i, v)| v * (i / 2 + 1) as f32).collect();
     close(&y21[0].to_f32_vec(), &want21);
@@ -71,7 +81,12 @@ fn group_norm_opset18_scales_per_group_and_opset21_per_channel() {
 fn max_pool_3d_ceil_matches_naive() {
     let (d, h, w) = (5usize, 4usize, 5usize);
     let x: Vec<f32> = (0..d * h * w).map(|i| ((i * 37) % 23) as f32 - 11.0).collect();
-    let attrs = vec![ints("kernel_shape", &[2, 2, 3]), ints("strides", &[2, 2, 2]), ints("pads", &[0, 1, 0, 0, 0, 1]), ("ceil_mode".to_string(), Attribute::Int(1))];
+    let attrs = vec![
+        ints("kernel_shape", &[2, 2, 3]),
+        ints("strides", &[2, 2, 2]),
+        ints("pads", &[0, 1, 0, 0, 0, 1]),
+        ("ceil_mode".to_string(), Attribute::Int(1)),
+    ];
     let y = run(op("MaxPool", 12, attrs), vec![f32s(&[1, 1, d, h, w], x.clone())], 1).unwrap();
     // Naive: output sizes with ceil, last window must start inside input + begin pad.
     let size = |n: usize, k: usize, s: usize, pb: usize, pe: usize| {
@@ -118,10 +133,12 @@ fn max_pool_1d_indices_are_flat_int64() {
 fn conv_1d_same_lower_stride_2() {
     let x: Vec<f32> = (0..7).map(|i| i as f32).collect();
     let attrs = vec![("auto_pad".to_string(), Attribute::String(b"SAME_LOWER".to_vec())), ints("strides", &[2])];
-    let y = run(op("Conv", 11, attrs), vec![f32s(&[1, 1, 7], x.clone()), f32s(&[1, 1, 3], vec![1., 10., 100.])], 1).unwrap();
+    let y = run(op("Conv", 11, attrs), vec![f32s(&[1, 1, 7], x.clone()), f32s(&[1, 1, 3], vec![1., 10., 100.])], 1)
+        .unwrap();
     // out = ceil(7/2) = 4, total pad = (4-1)*2+3-7 = 2, SAME_LOWER: begin 1, end 1.
     let px = |i: i64| if (0..7).contains(&i) { x[i as usize] } else { 0.0 };
-    let want: Vec<f32> = (0..4).map(|o| (0..3).map(|k| px(o * 2 + k - 1) * [1., 10., 100.][k as usize]).sum()).collect();
+    let want: Vec<f32> =
+        (0..4).map(|o| (0..3).map(|k| px(o * 2 + k - 1) * [1., 10., 100.][k as usize]).sum()).collect();
     close(&y[0].to_f32_vec(), &want);
 }
 
@@ -139,7 +156,8 @@ fn legacy_upsample_and_resize10_use_asymmetric_floor() {
 fn gemm_without_c_and_with_row_c() {
     let a = f32s(&[2, 2], vec![1., 2., 3., 4.]);
     let b = f32s(&[2, 2], vec![1., 0., 0., 1.]);
-    let g = op("Gemm", 13, vec![("alpha".to_string(), Attribute::Float(2.0)), ("transA".to_string(), Attribute::Int(1))]);
+    let g =
+        op("Gemm", 13, vec![("alpha".to_string(), Attribute::Float(2.0)), ("transA".to_string(), Attribute::Int(1))]);
     close(&run(g, vec![a.clone(), b.clone()], 1).unwrap()[0].to_f32_vec(), &[2., 6., 4., 8.]);
     let g = op("Gemm", 13, vec![("beta".to_string(), Attribute::Float(0.5))]);
     close(&run(g, vec![a, b, f32s(&[2], vec![10., 20.])], 1).unwrap()[0].to_f32_vec(), &[6., 12., 8., 14.]);
@@ -182,13 +200,21 @@ fn bad_inputs_are_errors() {
     let e = run(op("Conv", 11, vec![]), vec![f32s(&[1, 2, 3, 3], vec![0.; 18]), f32s(&[1, 3, 1, 1], vec![0.; 3])], 1);
     clean_err(e);
     // Absurd Resize scales.
-    let e = run(op("Resize", 13, vec![]), vec![f32s(&[1, 1, 2, 2], vec![0.; 4]), f32s(&[0], vec![]), f32s(&[4], vec![1., 1., 1e12, 1e12])], 1);
+    let e = run(
+        op("Resize", 13, vec![]),
+        vec![f32s(&[1, 1, 2, 2], vec![0.; 4]), f32s(&[0], vec![]), f32s(&[4], vec![1., 1., 1e12, 1e12])],
+        1,
+    );
     clean_err(e);
     // Pool window larger than the padded input.
     let e = run(op("AveragePool", 11, vec![ints("kernel_shape", &[5, 5])]), vec![f32s(&[1, 1, 2, 2], vec![0.; 4])], 1);
     clean_err(e);
     // Einsum equation that repeats an output label.
-    let e = run(op("Einsum", 12, vec![("equation".to_string(), Attribute::String(b"ij->ii".to_vec()))]), vec![f32s(&[2, 2], vec![0.; 4])], 1);
+    let e = run(
+        op("Einsum", 12, vec![("equation".to_string(), Attribute::String(b"ij->ii".to_vec()))]),
+        vec![f32s(&[2, 2], vec![0.; 4])],
+        1,
+    );
     clean_err(e);
     // MatMul inner mismatch.
     let e = run(op("MatMul", 13, vec![]), vec![f32s(&[2, 3], vec![0.; 6]), f32s(&[2, 3], vec![0.; 6])], 1);

@@ -24,8 +24,19 @@ pub fn float_tensor(ctx: &KernelContext<'_>, t: Tensor, what: &str) -> Result<Te
     Ok(t)
 }
 
-pub fn shape_err(ctx: &KernelContext<'_>, left: Vec<usize>, right: Vec<usize>, message: impl Into<String>) -> ExecError {
-    ExecError::Shape { node: ctx.node.to_string(), op_type: ctx.op_type.to_string(), left, right, message: message.into() }
+pub fn shape_err(
+    ctx: &KernelContext<'_>,
+    left: Vec<usize>,
+    right: Vec<usize>,
+    message: impl Into<String>,
+) -> ExecError {
+    ExecError::Shape {
+        node: ctx.node.to_string(),
+        op_type: ctx.op_type.to_string(),
+        left,
+        right,
+        message: message.into(),
+    }
 }
 
 /// Largest element count an operator may allocate for an output whose size comes from
@@ -122,7 +133,13 @@ impl Window {
         })
     }
 
-    fn list(ctx: &KernelContext<'_>, v: &Option<Vec<usize>>, n: usize, default: usize, name: &str) -> Result<Vec<usize>> {
+    fn list(
+        ctx: &KernelContext<'_>,
+        v: &Option<Vec<usize>>,
+        n: usize,
+        default: usize,
+        name: &str,
+    ) -> Result<Vec<usize>> {
         match v {
             None => Ok(vec![default; n]),
             Some(v) if v.len() == n => Ok(v.clone()),
@@ -162,7 +179,11 @@ impl Window {
                     let span = (kernel[i] - 1) * dilations[i] + 1;
                     let total = ((out.max(1) - 1) * strides[i] + span).saturating_sub(input[i]);
                     let small = total / 2;
-                    pads[i] = if self.auto_pad == AutoPad::SameUpper { (small, total - small) } else { (total - small, small) };
+                    pads[i] = if self.auto_pad == AutoPad::SameUpper {
+                        (small, total - small)
+                    } else {
+                        (total - small, small)
+                    };
                 }
             }
         }
@@ -186,7 +207,12 @@ impl Resolved {
             let padded = input[i] + self.pads[i].0 + self.pads[i].1;
             let span = (self.kernel[i] - 1) * self.dilations[i] + 1;
             if padded < span {
-                return Err(shape_err(ctx, input.to_vec(), self.kernel.clone(), "input (padded) is smaller than the window"));
+                return Err(shape_err(
+                    ctx,
+                    input.to_vec(),
+                    self.kernel.clone(),
+                    "input (padded) is smaller than the window",
+                ));
             }
             let num = padded - span;
             let mut o = if ceil { num.div_ceil(self.strides[i]) + 1 } else { num / self.strides[i] + 1 };

@@ -46,7 +46,9 @@ impl Kernel for ConcatFromSequence {
             let s = t.shape();
             let same = s.len() == rank && s.iter().zip(&shape).enumerate().all(|(d, (a, b))| d == axis || a == b);
             if !same || t.dtype() != dtype {
-                return Err(ctx.err(format!("cannot concatenate {} {s:?} with {dtype} {shape:?} along axis {axis}", t.dtype())));
+                return Err(
+                    ctx.err(format!("cannot concatenate {} {s:?} with {dtype} {shape:?} along axis {axis}", t.dtype()))
+                );
             }
         }
         one(Value::Tensor(Tensor::cat(seq, axis)))

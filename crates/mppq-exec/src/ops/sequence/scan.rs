@@ -52,15 +52,23 @@ fn axes(node: &OpNode<'_>, name: &str, n: usize) -> Result<Vec<i64>> {
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let body = body(node, "body")?;
     let batched = node.opset < 9;
-    let n_scan_in = usize::try_from(node.int("num_scan_inputs", -1)?).map_err(|_| node.err("missing or negative `num_scan_inputs`"))?;
+    let n_scan_in = usize::try_from(node.int("num_scan_inputs", -1)?)
+        .map_err(|_| node.err("missing or negative `num_scan_inputs`"))?;
     let n_in = node.op.inputs().len().saturating_sub(usize::from(batched));
-    let n_state = n_in.checked_sub(n_scan_in).ok_or_else(|| node.err(format!("{n_scan_in} scan inputs but only {n_in} inputs")))?;
+    let n_state = n_in
+        .checked_sub(n_scan_in)
+        .ok_or_else(|| node.err(format!("{n_scan_in} scan inputs but only {n_in} inputs")))?;
     if body.inputs.len() != n_in {
         return Err(node.err(format!("the body takes {} inputs, expected {n_in}", body.inputs.len())));
     }
-    let n_scan_out = body.outputs.len().checked_sub(n_state).ok_or_else(|| node.err("the body has fewer outputs than states"))?;
+    let n_scan_out =
+        body.outputs.len().checked_sub(n_state).ok_or_else(|| node.err("the body has fewer outputs than states"))?;
     if node.op.outputs().len() > n_state + n_scan_out {
-        return Err(node.err(format!("the node has {} outputs, the body {}", node.op.outputs().len(), n_state + n_scan_out)));
+        return Err(node.err(format!(
+            "the node has {} outputs, the body {}",
+            node.op.outputs().len(),
+            n_state + n_scan_out
+        )));
     }
     let (in_axes, in_reverse, out_axes, out_reverse) = if batched {
         (vec![0; n_scan_in], directions(node, "directions", n_scan_in)?, vec![0; n_scan_out], vec![false; n_scan_out])
@@ -82,12 +90,15 @@ impl Scan {
         let mut len = None;
         for (j, t) in scans.iter().enumerate() {
             let rank = t.rank();
-            let axis = normalize_axis(self.in_axes[j], rank)
-                .filter(|_| rank > 0)
-                .ok_or_else(|| ctx.err(format!("scan input axis {} is out of range for rank {rank}", self.in_axes[j])))?;
+            let axis = normalize_axis(self.in_axes[j], rank).filter(|_| rank > 0).ok_or_else(|| {
+                ctx.err(format!("scan input axis {} is out of range for rank {rank}", self.in_axes[j]))
+            })?;
             let n = t.shape()[axis];
             if *len.get_or_insert(n) != n {
-                return Err(ctx.err(format!("scan input {j} has {n} entries along its scan axis, another has {}", len.unwrap_or(0))));
+                return Err(ctx.err(format!(
+                    "scan input {j} has {n} entries along its scan axis, another has {}",
+                    len.unwrap_or(0)
+                )));
             }
             axes.push(axis);
         }
@@ -103,7 +114,12 @@ impl Scan {
                 let at = if self.in_reverse[j] { len - 1 - i } else { i };
                 feeds.push((names[self.n_state + j].clone(), Value::Tensor(take(t.clone(), axes[j], at))));
             }
-            let mut out = self.body.exec.run_scoped(feeds, &self.body.outputs, ctx.captured, &mut [])?.into_iter().map(|(_, v)| v);
+            let mut out = self
+                .body
+                .exec
+                .run_scoped(feeds, &self.body.outputs, ctx.captured, &mut [])?
+                .into_iter()
+                .map(|(_, v)| v);
             states.extend(out.by_ref().take(self.n_state));
             for (k, v) in out.enumerate() {
                 outs[k].push(v.into_tensor().ok_or_else(|| ctx.err(format!("scan output {k} must be a tensor")))?);
@@ -118,8 +134,9 @@ impl Scan {
                 parts.reverse();
             }
             let rank = parts[0].rank() + 1;
-            let axis = normalize_axis(self.out_axes[k], rank)
-                .ok_or_else(|| ctx.err(format!("scan output axis {} is out of range for rank {rank}", self.out_axes[k])))?;
+            let axis = normalize_axis(self.out_axes[k], rank).ok_or_else(|| {
+                ctx.err(format!("scan output axis {} is out of range for rank {rank}", self.out_axes[k]))
+            })?;
             result.push(Value::Tensor(stack(ctx, parts, axis, &format!("scan output {k}"))?));
         }
         Ok(result)
@@ -150,7 +167,10 @@ impl Kernel for Scan {
             .collect::<Result<_>>()?;
         let batch = states.iter().chain(&scans).map(|t| t.shape().first().copied()).next().flatten().unwrap_or(0);
         if let Some(bad) = states.iter().chain(&scans).find(|t| t.shape().first() != Some(&batch)) {
-            return Err(ctx.err(format!("every input needs the batch size {batch} as its first dimension, not shape {:?}", bad.shape())));
+            return Err(ctx.err(format!(
+                "every input needs the batch size {batch} as its first dimension, not shape {:?}",
+                bad.shape()
+            )));
         }
         if let Some(lens) = seq_lens {
             // Only full-length sequences are supported: every entry must be the scan length.
@@ -167,6 +187,10 @@ impl Kernel for Scan {
                 per_out[k].push(v.into_tensor().ok_or_else(|| ctx.err("opset-8 Scan outputs must be tensors"))?);
             }
         }
-        per_out.into_iter().enumerate().map(|(k, parts)| Ok(Some(Value::Tensor(stack(ctx, parts, 0, &format!("output {k}"))?)))).collect()
+        per_out
+            .into_iter()
+            .enumerate()
+            .map(|(k, parts)| Ok(Some(Value::Tensor(stack(ctx, parts, 0, &format!("output {k}"))?))))
+            .collect()
     }
 }

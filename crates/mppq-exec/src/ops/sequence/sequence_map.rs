@@ -21,7 +21,11 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
         return Err(node.err(format!("the body takes {} inputs, the node has {n}", body.inputs.len())));
     }
     if body.outputs.len() != node.op.outputs().len() {
-        return Err(node.err(format!("the body has {} outputs, the node {}", body.outputs.len(), node.op.outputs().len())));
+        return Err(node.err(format!(
+            "the body has {} outputs, the node {}",
+            body.outputs.len(),
+            node.op.outputs().len()
+        )));
     }
     Ok(Box::new(SequenceMap { body }))
 }

@@ -40,7 +40,11 @@ impl Kernel for SplitToSequence {
             return one(Value::Sequence(parts));
         };
         if split.kind() != Kind::Int || split.rank() > 1 {
-            return Err(ctx.err(format!("split must be an integer scalar or 1-D tensor, not {} {:?}", split.dtype(), split.shape())));
+            return Err(ctx.err(format!(
+                "split must be an integer scalar or 1-D tensor, not {} {:?}",
+                split.dtype(),
+                split.shape()
+            )));
         }
         let values = split.to_i64_vec();
         if values.iter().any(|&v| v < 0) {

@@ -38,7 +38,9 @@ fn concat_from_sequence_concatenates_and_stacks() {
     assert_eq!(t.shape(), vec![1, 6]);
     assert_eq!(t.to_f32_vec(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
 
-    let op = Operation::new("ConcatFromSequence", "c").with_attr("axis", Attribute::Int(-1)).with_attr("new_axis", Attribute::Int(1));
+    let op = Operation::new("ConcatFromSequence", "c")
+        .with_attr("axis", Attribute::Int(-1))
+        .with_attr("new_axis", Attribute::Int(1));
     let out = run_one(op, vec![seq()], 11).unwrap();
     let t = out.as_tensor().unwrap();
     assert_eq!(t.shape(), vec![1, 2, 3]);

@@ -8,7 +8,6 @@ use anyhow::{Context, Result, anyhow, bail};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
 use mppq_ir::quant::TensorQuantConfig;
 use mppq_ir::{Graph, VarId};
-use mppq_onnx::export::qdq::export_qdq;
 use mppq_quant::metrics::snr_db;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -139,19 +138,23 @@ pub fn check_model(
     let device = Device::cpu();
     let files = batches(calib_dir)?;
     let data: Vec<_> = files.iter().map(|f| feeds(f, &device)).collect::<Result<_>>()?;
-    let setting = match &opts.setting {
+    let mut setting = match &opts.setting {
         Some(path) => mppq_api::QuantizeSetting::from_file(path)?,
         None => mppq_api::QuantizeSetting::default(),
     };
-    let export_options = setting.export.clone();
+    // The user's path: the `qdq` exporter of the registry, with the setting's `[export.qdq]`.
+    setting.exporters = Some(vec!["qdq".into()]);
     let mut quantizer = mppq_api::load_quantizer(model_path, setting)?;
     let calib = mppq_api::CalibrationSet::from_path(&quantizer.model, calib_dir, Some(files.len()))?;
     quantizer.quantize(&calib, &mut mppq_api::passes::NoProgress)?;
-    let model = quantizer.model;
-    let exported = export_qdq(&model, &export_options)?;
     let dir = tempfile::tempdir()?;
+    let artifacts = quantizer.export_to(dir.path())?;
+    let [artifact] = artifacts.as_slice() else {
+        bail!("{name}: the qdq exporter wrote {} files, expected 1", artifacts.len())
+    };
     let path = dir.path().join(format!("{name}.qdq.onnx"));
-    mppq_onnx::save_model(&exported, &path, &Default::default())?;
+    std::fs::rename(&artifact.path, &path)?;
+    let model = quantizer.model;
     if let Ok(keep) = std::env::var("MPPQ_QDQ_KEEP") {
         std::fs::create_dir_all(&keep)?;
         std::fs::copy(&path, Path::new(&keep).join(format!("{name}.qdq.onnx")))?;

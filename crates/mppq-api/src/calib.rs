@@ -63,6 +63,21 @@ impl CalibrationSet {
         self.batches.is_empty()
     }
 
+    /// Batch `index` as executor feeds on `device`.
+    pub fn feeds(&self, index: usize, device: &Device) -> Result<Vec<(String, Value)>> {
+        let (Some(batch), Some(file)) = (self.batches.get(index), self.files.get(index)) else {
+            return Err(ApiError::Setting(format!("no calibration batch {index} (there are {})", self.len())));
+        };
+        batch
+            .iter()
+            .map(|(name, data)| {
+                Tensor::from_data(data, device)
+                    .map(|t| (name.clone(), Value::Tensor(t)))
+                    .map_err(|e| ApiError::data(file, format!("input `{name}`: {e}")))
+            })
+            .collect()
+    }
+
     /// The batches as executor feeds on `device`.
     pub fn to_values(&self, device: &Device) -> Result<Vec<Vec<(String, Value)>>> {
         self.batches
@@ -152,5 +167,15 @@ mod tests {
         crate::npy::write_npy(&path, &data).unwrap();
         let err = CalibrationSet::from_path(&model, dir.path(), None).unwrap_err().to_string();
         assert!(err.contains("b0.npy") && err.contains(&input) && err.contains("NaN"), "{err}");
+    }
+}
+
+/// The set as a stream for the passes: each batch becomes device tensors only when asked for.
+impl mppq_quant::CalibrationData for CalibrationSet {
+    fn batch_count(&self) -> usize {
+        self.len()
+    }
+    fn batch(&self, index: usize, device: &Device) -> std::result::Result<mppq_quant::Feeds, String> {
+        self.feeds(index, device).map_err(|e| e.to_string())
     }
 }

@@ -4,7 +4,8 @@
 //! data ([`run`], [`npy`]), calibration data ([`calib`]), platforms ([`platform`]: register your
 //! own dispatcher/quantizer/operators/exporter bundle), the quantization run ([`quantize`]: the
 //! seeds' `load_quantizer` → `quantize` → `export`, and the one-call [`quantize_onnx_model`]),
-//! its setting file ([`setting`]), export ([`export`]) and error analysis ([`analyse`]). The CLI in
+//! its setting file ([`setting`]), the exporter registry and built-in exporters ([`export`]) and
+//! error analysis ([`analyse`]). The CLI in
 //! `src/bin/mppq.rs` is a thin layer over these functions.
 //!
 //! The lower crates are re-exported, so a user crate can depend on `mppq-api` alone.
@@ -18,11 +19,13 @@ pub mod npy;
 pub mod platform;
 mod platforms;
 pub mod quantize;
+mod registry;
 pub mod run;
 pub mod setting;
 
 pub use calib::CalibrationSet;
 pub use error::{ApiError, Result};
+pub use export::{Artifact, Exporter, exporter_by_name, register_exporter};
 pub use info::ModelInfo;
 pub use platform::{Platform, QuantizerOptions, platform_by_name, register_operation, register_platform};
 pub use quantize::{ModelQuantizer, QuantizedModel, load_quantizer, quantize_onnx_model};

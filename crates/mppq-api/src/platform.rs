@@ -1,7 +1,8 @@
 //! Platforms: who runs the quantized model. A platform bundles what quantizing *for* a target
 //! needs — the dispatcher it prefers, the quantizer that configures each operation, the operator
 //! implementations the simulation must use (a target may compute an op differently), the parser
-//! that reads a model and the exporter that writes the deployable one.
+//! that reads a model and the exporters that write what the target loads (by name, from the
+//! exporter registry, `crate::export`).
 //!
 //! Built-ins: `default` (ONNX Runtime QDQ), `trt-int8`, `lowbit`, `fp8-e4m3`, `fp8-e5m2`. Users add
 //! their own with [`register_platform`] and add or override operators for a platform with
@@ -9,6 +10,7 @@
 //! (`examples/custom-platform` does exactly that).
 
 use crate::error::{ApiError, Result};
+use crate::registry::Registry;
 use mppq_exec::{KernelBuilder, OpRegistry};
 use mppq_ir::Model;
 use mppq_quant::quantizer::Quantizer;
@@ -74,22 +76,17 @@ pub trait Platform: Send + Sync {
     fn parse(&self, path: &Path) -> Result<Model> {
         Ok(mppq_onnx::load_model(path)?)
     }
-    /// Writes the deployable model (QDQ ONNX by default).
-    fn export(&self, model: &Model, path: &Path) -> Result<()> {
-        crate::export::write_qdq(model, path, &Default::default())
+    /// The exporters run unless the user picks others (`--export`, `exporters = [...]`): by
+    /// default the QDQ model, the quantization JSON and the fused float model.
+    fn exporters(&self) -> Vec<String> {
+        crate::export::DEFAULT_EXPORTERS.iter().map(|e| e.to_string()).collect()
     }
 }
 
-type PlatformMap = RwLock<BTreeMap<String, Arc<dyn Platform>>>;
 type OperatorMap = RwLock<BTreeMap<String, Vec<(String, String, i64, KernelBuilder)>>>;
 
-fn platforms() -> &'static PlatformMap {
-    static PLATFORMS: OnceLock<PlatformMap> = OnceLock::new();
-    PLATFORMS.get_or_init(|| {
-        let map = crate::platforms::builtin().into_iter().map(|p| (p.name().to_string(), p)).collect();
-        RwLock::new(map)
-    })
-}
+static PLATFORMS: Registry<dyn Platform> =
+    Registry::new("platform", || crate::platforms::builtin().into_iter().map(|p| (p.name().to_string(), p)).collect());
 
 fn operators() -> &'static OperatorMap {
     static OPERATORS: OnceLock<OperatorMap> = OnceLock::new();
@@ -98,29 +95,17 @@ fn operators() -> &'static OperatorMap {
 
 /// Registers a platform; a name already taken is an error (built-ins cannot be replaced by accident).
 pub fn register_platform(platform: Arc<dyn Platform>) -> Result<()> {
-    let mut map = platforms().write().unwrap_or_else(|e| e.into_inner());
-    let name = platform.name().to_string();
-    if map.contains_key(&name) {
-        return Err(ApiError::Setting(format!("a platform named `{name}` is already registered")));
-    }
-    map.insert(name, platform);
-    Ok(())
+    PLATFORMS.register(&platform.name().to_string(), platform)
 }
 
 /// The platform called `name`; the error lists the known ones.
 pub fn platform_by_name(name: &str) -> Result<Arc<dyn Platform>> {
-    let map = platforms().read().unwrap_or_else(|e| e.into_inner());
-    map.get(name).cloned().ok_or_else(|| {
-        ApiError::Setting(format!(
-            "unknown platform `{name}` (known: {})",
-            map.keys().cloned().collect::<Vec<_>>().join(", ")
-        ))
-    })
+    PLATFORMS.get(name)
 }
 
 /// Names of every registered platform, sorted.
 pub fn platform_names() -> Vec<String> {
-    platforms().read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+    PLATFORMS.names()
 }
 
 /// Adds (or overrides) an operator implementation used whenever `platform` is simulated.

@@ -5,14 +5,15 @@
 
 use crate::calib::CalibrationSet;
 use crate::error::{ApiError, Result};
+use crate::export::{Artifact, ExportOptions, Exporter, export_all, resolve_exporters};
 use crate::platform::{Platform, operator_registry, platform_by_name};
 use crate::setting::QuantizeSetting;
 use mppq_dispatch::{Dispatch, DispatchContext, IgnoredScope, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Value};
 use mppq_ir::Model;
 use mppq_passes::{PassContext, PassReport, Pipeline, ProgressSink, run_pipeline};
-use mppq_quant::quantizer::{Quantizer, init_quantization};
-use std::path::Path;
+use mppq_quant::quantizer::Quantizer;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A model being quantized for one platform.
@@ -20,13 +21,15 @@ pub struct ModelQuantizer {
     pub platform: Arc<dyn Platform>,
     pub model: Model,
     pub setting: QuantizeSetting,
-    quantizer: Box<dyn Quantizer>,
+    quantizer: Arc<dyn Quantizer>,
     registry: OpRegistry,
     device: Device,
     /// The dispatch decided by [`Self::quantize`] (per op precision and the reason).
     pub dispatch: Option<Dispatch>,
     /// What each pass did.
     pub reports: Vec<PassReport>,
+    /// The exporters [`Self::export_to`] runs, with their options (checked up front).
+    exporters: Vec<(Arc<dyn Exporter>, ExportOptions)>,
 }
 
 /// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
@@ -47,14 +50,25 @@ pub fn ignored_scope(items: &[String]) -> IgnoredScope {
 
 impl ModelQuantizer {
     pub fn new(platform: Arc<dyn Platform>, model: Model, setting: QuantizeSetting) -> Result<Self> {
-        let quantizer = platform.quantizer(&setting.quantizer)?;
+        let quantizer: Arc<dyn Quantizer> = platform.quantizer(&setting.quantizer)?.into();
         let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
         dispatcher_by_name(&dispatcher)?;
         let device = Device::by_name(&setting.device).ok_or_else(|| {
             ApiError::Setting(format!("unknown device `{}` (cpu, or wgpu when built with it)", setting.device))
         })?;
         let registry = operator_registry(platform.as_ref());
-        Ok(Self { platform, model, setting, quantizer, registry, device, dispatch: None, reports: Vec::new() })
+        let exporters = resolve_exporters(&setting, &platform.exporters())?;
+        Ok(Self {
+            platform,
+            model,
+            setting,
+            quantizer,
+            registry,
+            device,
+            dispatch: None,
+            reports: Vec::new(),
+            exporters,
+        })
     }
 
     pub fn device(&self) -> &Device {
@@ -75,35 +89,21 @@ impl ModelQuantizer {
         Ok(Executor::new(&self.model.graph, &self.registry, &self.device, &opsets)?)
     }
 
-    /// Quantizes the model: graph fusion, dispatch, initial configs, then the pass pipeline
-    /// (calibration included) over `calib`.
+    /// Quantizes the model with the one pass pipeline ([`Pipeline::full`]): graph fusion,
+    /// dispatch, initial configs, then the passes, calibration included, over `calib` (read one
+    /// batch at a time).
     pub fn quantize(&mut self, calib: &CalibrationSet, progress: &mut dyn ProgressSink) -> Result<()> {
-        let batches = calib.to_values(&self.device)?;
         // The passes borrow the graph mutably, so they read the opsets from a copy.
         let imports = self.model.opset_imports.clone();
         let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
-        // Structural passes (BN folding) come before dispatch, which decides per final operation.
-        let mut ctx = PassContext {
-            graph: &mut self.model.graph,
-            registry: &self.registry,
-            device: &self.device,
-            opsets: &opset,
-            batches: &batches,
-            progress,
-        };
-        let mut reports = run_pipeline(&mut ctx, &mut Pipeline::before_dispatch(&self.setting.pipeline)?)?;
         let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
-        let dctx = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
+        let context = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
             .with_ignored(ignored_scope(&self.setting.ignore));
-        let dispatch = dispatcher_by_name(&dispatcher)?.dispatch(ctx.graph, &dctx)?;
-        dispatch.apply(ctx.graph)?;
-        init_quantization(ctx.graph, self.quantizer.as_ref())?;
-        // BN folding already ran above.
-        let mut after = self.setting.pipeline.clone();
-        after.fusion.bn_fold = false;
-        reports.extend(run_pipeline(&mut ctx, &mut Pipeline::from_setting(&after)?)?);
-        self.dispatch = Some(dispatch);
-        self.reports = reports;
+        let dispatch = mppq_passes::dispatch::Dispatch { dispatcher, context };
+        let mut passes = Pipeline::full(&self.setting.pipeline, dispatch, self.quantizer.clone())?;
+        let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
+        self.reports = run_pipeline(&mut ctx, &mut passes)?;
+        self.dispatch = ctx.dispatch.take();
         Ok(())
     }
 
@@ -114,14 +114,15 @@ impl ModelQuantizer {
         Ok(exec.run(feeds, &mut [&mut sim])?)
     }
 
-    /// Writes the deployable model (the platform's exporter) and, when given, the JSON of every
-    /// tensor's quantization parameters.
-    pub fn export(&self, model_path: &Path, config_path: Option<&Path>) -> Result<()> {
-        self.platform.export(&self.model, model_path)?;
-        if let Some(path) = config_path {
-            crate::export::write_quant_config(&self.model, path)?;
-        }
-        Ok(())
+    /// Runs the run's exporters (the platform's defaults, or those the setting names) into `dir`,
+    /// created if missing; returns every file written.
+    pub fn export_to(&self, dir: &Path) -> Result<Vec<Artifact>> {
+        export_all(&self.model, &self.exporters, dir)
+    }
+
+    /// The exporters [`Self::export_to`] runs, by name.
+    pub fn exporter_names(&self) -> Vec<&str> {
+        self.exporters.iter().map(|(e, _)| e.name()).collect()
     }
 }
 
@@ -132,7 +133,7 @@ pub struct QuantizedModel {
 }
 
 /// One call: load `model_path`, read the calibration batches in `calib_dir`, quantize with
-/// `setting`. Export with `result.quantizer.export(..)`.
+/// `setting`. Export with `result.quantizer.export_to(dir)`.
 pub fn quantize_onnx_model(model_path: &Path, calib_dir: &Path, setting: QuantizeSetting) -> Result<QuantizedModel> {
     let mut quantizer = load_quantizer(model_path, setting)?;
     let calibration =
@@ -152,7 +153,7 @@ pub struct JobSummary {
     pub pass_reports: Vec<String>,
     pub analysis: Option<crate::analyse::AnalysisReport>,
     /// (what, path) of every file written.
-    pub files: Vec<(&'static str, std::path::PathBuf)>,
+    pub files: Vec<(String, PathBuf)>,
     pub seconds: f64,
 }
 
@@ -216,7 +217,7 @@ fn run_analysis(
 fn summary(
     q: &ModelQuantizer,
     analysis: Option<crate::analyse::AnalysisReport>,
-    files: Vec<(&'static str, std::path::PathBuf)>,
+    files: Vec<(String, PathBuf)>,
     started: std::time::Instant,
 ) -> JobSummary {
     let graph = &q.model.graph;
@@ -234,21 +235,18 @@ fn summary(
 }
 
 /// Writes `dir/report.html` and `dir/report.json` (creating `dir`); returns them for listing.
-fn write_reports(
-    analysis: &crate::analyse::AnalysisReport,
-    dir: &Path,
-) -> Result<Vec<(&'static str, std::path::PathBuf)>> {
+fn write_reports(analysis: &crate::analyse::AnalysisReport, dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     std::fs::create_dir_all(dir).map_err(|source| ApiError::Io { path: dir.display().to_string(), source })?;
     let (html, json) = (dir.join("report.html"), dir.join("report.json"));
     crate::analyse::write_html(analysis, None, &html)?;
     analysis.write_json(&json)?;
-    Ok(vec![("report", html), ("report data", json)])
+    Ok(vec![("report".into(), html), ("report data".into(), json)])
 }
 
-/// `mppq quantize`: quantize `model_path` on the batches in `calib_dir`, then write
-/// `out_dir/model.qdq.onnx`, `out_dir/quant.json`, `out_dir/model.float.onnx` (the float graph
-/// after fusions), and the graph-wise analysis as
-/// `out_dir/report.html` and `out_dir/report.json`.
+/// `mppq quantize`: quantize `model_path` on the batches in `calib_dir`, run the exporters into
+/// `out_dir` (by default `model.qdq.onnx`, `quant.json` and `model.float.onnx`, the float graph
+/// after fusions), and write the graph-wise analysis as `out_dir/report.html` and
+/// `out_dir/report.json`.
 pub fn quantize_to_dir(
     model_path: &Path,
     calib_dir: &Path,
@@ -260,13 +258,7 @@ pub fn quantize_to_dir(
     let mut q = load_quantizer(model_path, setting)?;
     let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
     q.quantize(&calib, progress)?;
-    std::fs::create_dir_all(out_dir).map_err(|source| ApiError::Io { path: out_dir.display().to_string(), source })?;
-    let (onnx, json, float) =
-        (out_dir.join("model.qdq.onnx"), out_dir.join("quant.json"), out_dir.join("model.float.onnx"));
-    q.export(&onnx, Some(&json))?;
-    // The float graph the quantization refers to (after fusions such as BN folding).
-    mppq_onnx::save_model(&q.model, &float, &Default::default())?;
-    let mut files = vec![("quantized model", onnx), ("quantization parameters", json), ("float model (fused)", float)];
+    let mut files: Vec<(String, PathBuf)> = q.export_to(out_dir)?.into_iter().map(|a| (a.what, a.path)).collect();
     let analysis = run_analysis(&q, &calib, progress)?;
     files.extend(write_reports(&analysis, out_dir)?);
     Ok(summary(&q, Some(analysis), files, started))

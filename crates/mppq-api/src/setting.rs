@@ -1,11 +1,12 @@
 //! The quantization setting: every choice of a quantization run in one typed, serde-(de)serialised
 //! struct — platform, dispatcher, quantizer options, ignored scope, calibration, each pass's knobs,
-//! export options and analysis. Read from TOML or JSON (`--setting FILE`); an unknown key is an
+//! exporters and their options, and analysis. Read from TOML or JSON (`--setting FILE`); an unknown key is an
 //! error that names it and the valid keys. Command-line flags override the file.
 
 use crate::error::{ApiError, Result};
 use crate::platform::QuantizerOptions;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Everything a quantization run needs besides the model and its calibration data.
@@ -24,8 +25,10 @@ pub struct QuantizeSetting {
     pub device: String,
     /// Pass pipeline knobs (fusion, calibration, alignment, baking, ...).
     pub pipeline: mppq_passes::PipelineSetting,
-    /// QDQ export knobs.
-    pub export: mppq_onnx::export::qdq::QdqOptions,
+    /// Exporters to run (`mppq exporters` lists them); the platform's defaults when absent.
+    pub exporters: Option<Vec<String>>,
+    /// Options per exporter: `[export.qdq]`, `[export.quant-json]`, … (see `crate::export`).
+    pub export: BTreeMap<String, crate::export::ExportOptions>,
     /// Error analysis after quantization (graph-wise always; layer-wise on request).
     pub analysis: crate::analyse::AnalyseSetting,
 }
@@ -39,7 +42,8 @@ impl Default for QuantizeSetting {
             ignore: Vec::new(),
             device: "cpu".into(),
             pipeline: Default::default(),
-            export: Default::default(),
+            exporters: None,
+            export: BTreeMap::new(),
             analysis: Default::default(),
         }
     }

@@ -1,4 +1,4 @@
-//! Graph analyses shared by the dispatchers: op-type tables, constant (static) values, the
+//! Graph analyses shared by the dispatchers: operator classes (read from `mppq_ir::roles`), constant (static) values, the
 //! shape-or-index (SOI) region, and the final step that applies the ignored scope, the
 //! quantizer's declared types and "linear activations follow their producer".
 
@@ -6,56 +6,24 @@ use crate::context::DispatchContext;
 use crate::dispatch::{Decision, Dispatch};
 use crate::error::DispatchError;
 use mppq_ir::quant::TargetPrecision;
-use mppq_ir::{Graph, OpId, Operation, VarId};
+use mppq_ir::{Graph, OpClass, OpId, Operation, VarId, op_roles};
 use std::collections::{HashMap, HashSet};
 
-/// Operations that carry the model's arithmetic and start the quantized region.
-pub const COMPUTING_OPS: &[&str] =
-    &["Conv", "ConvTranspose", "Gemm", "MatMul", "Attention", "MultiHeadAttention", "GroupQueryAttention"];
-
-/// Activations that are linear pieces fused with their producer: they take its precision.
-pub const LINEAR_ACTIVATIONS: &[&str] = &["Relu", "Clip"];
-
-/// Operations whose outputs are shapes or indices whatever their inputs are. They are
-/// always SOI.
-pub const SOI_SOURCES: &[&str] =
-    &["Shape", "Size", "NonZero", "Range", "ConstantOfShape", "ArgMax", "ArgMin", "NonMaxSuppression", "TopK"];
-
-/// Operations that only read the metadata of their input (backward tracing stops there).
-const METADATA_READERS: &[&str] = &["Shape", "Size"];
-
+/// Whether `op` carries the model's arithmetic and starts the quantized region
+/// ([`OpClass::Computing`] in the operator-role table).
 pub fn is_computing(op: &Operation) -> bool {
-    COMPUTING_OPS.contains(&op.op_type.as_str())
+    op_roles(op).is(OpClass::Computing)
 }
 
+/// Whether `op` is a linear activation fused with its producer: it takes its precision.
 pub fn is_linear_activation(op: &Operation) -> bool {
-    LINEAR_ACTIVATIONS.contains(&op.op_type.as_str())
-}
-
-/// Input slots of an op type that are shape or index parameters (opset 13+ layouts).
-pub fn soi_sockets(op_type: &str) -> &'static [usize] {
-    match op_type {
-        "Reshape" | "Upsample" | "Gather" | "GatherElements" | "GatherND" | "ScatterND" | "ScatterElements"
-        | "Scatter" | "Expand" | "Tile" | "TopK" | "Split" | "Squeeze" | "Unsqueeze" | "OneHot" | "CumSum"
-        | "Trilu" | "CenterCropPad" | "Compress" | "SplitToSequence" | "ReduceSum" | "ReduceMean" | "ReduceMax"
-        | "ReduceMin" | "ReduceProd" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp"
-        | "ReduceSumSquare" => &[1],
-        "Slice" => &[1, 2, 3, 4],
-        "Resize" => &[1, 2, 3],
-        "Pad" => &[1, 3],
-        "ConstantOfShape" => &[0],
-        "Range" => &[0, 1, 2],
-        "NonMaxSuppression" => &[2, 3, 4],
-        "RoiAlign" => &[2],
-        "Col2Im" => &[1, 2],
-        _ => &[],
-    }
+    op_roles(op).is(OpClass::LinearActivation)
 }
 
 /// The input slots of `op` that carry data (not shape/index parameters), present ones only.
 pub fn data_inputs(op: &Operation) -> impl Iterator<Item = VarId> + '_ {
-    let sockets = soi_sockets(&op.op_type);
-    op.inputs().iter().enumerate().filter(move |(i, _)| !sockets.contains(i)).filter_map(|(_, v)| *v)
+    let roles = op_roles(op);
+    op.inputs().iter().enumerate().filter(move |(i, _)| !roles.is_shape_or_index(*i)).filter_map(|(_, v)| *v)
 }
 
 /// Variables known before inference: initializers and outputs of ops computing on them only.
@@ -91,13 +59,11 @@ pub fn soi_region(graph: &Graph, order: &[OpId], statics: &HashSet<VarId>) -> Ha
         let Ok(op) = graph.operation(*id) else {
             continue;
         };
-        if SOI_SOURCES.contains(&op.op_type.as_str()) {
+        let roles = op_roles(op);
+        if roles.is(OpClass::ShapeSource) {
             soi.insert(*id, format!("shape/index source ({})", op.op_type));
-            if op.op_type == "TopK" {
-                soi_vars.extend(op.outputs().get(1).copied().flatten());
-            } else {
-                soi_vars.extend(op.output_ids());
-            }
+            let outputs = op.outputs().iter().enumerate().filter(|(slot, _)| roles.is_index_output(*slot));
+            soi_vars.extend(outputs.filter_map(|(_, v)| *v));
             continue;
         }
         if is_computing(op) {
@@ -118,9 +84,10 @@ pub fn soi_region(graph: &Graph, order: &[OpId], statics: &HashSet<VarId>) -> Ha
         let Ok(op) = graph.operation(*id) else {
             continue;
         };
-        for slot in soi_sockets(&op.op_type) {
-            if let Some(Some(v)) = op.inputs().get(*slot) {
-                stack.push((*v, *id));
+        let roles = op_roles(op);
+        for (slot, v) in op.inputs().iter().enumerate() {
+            if let Some(v) = v.filter(|_| roles.is_shape_or_index(slot)) {
+                stack.push((v, *id));
             }
         }
     }
@@ -139,7 +106,8 @@ pub fn soi_region(graph: &Graph, order: &[OpId], statics: &HashSet<VarId>) -> Ha
         let consumer_name = graph.operation(consumer).map(|o| o.name.clone()).unwrap_or_default();
         soi.entry(p)
             .or_insert_with(|| format!("computes `{}`, a shape/index input of `{consumer_name}`", graph.var_name(v)));
-        if METADATA_READERS.contains(&pop.op_type.as_str()) || SOI_SOURCES.contains(&pop.op_type.as_str()) {
+        let roles = op_roles(pop);
+        if roles.is(OpClass::MetadataReader) || roles.is(OpClass::ShapeSource) {
             continue;
         }
         for u in pop.input_ids() {

@@ -1,36 +1,14 @@
 //! `conservative`: keeps as much as it can in FP32. The quantized region starts at computing
 //! ops (Conv, Gemm, MatMul, ...) of declared types and grows downstream only into an op that
-//! the quantizer declares, that is not precision-sensitive ([`PRECISION_SENSITIVE`]: Softmax,
-//! normalisations, Exp/Log/Div/Erf, ...) and whose every activation input comes from the region.
+//! the quantizer declares, that is not precision-sensitive ([`OpClass::PrecisionSensitive`]
+//! in the operator-role table: Softmax, normalisations, Exp/Log/Div/Erf, ...) and whose every activation input comes from the region.
 //! The region stops at the first op that fails this; linear activations follow their producer;
 //! the shape-or-index region stays SOI.
 
 use crate::analysis::{Prepared, Proposal, activation_inputs, finalize, is_computing, is_linear_activation, prepare};
 use crate::{Dispatch, DispatchContext, DispatchError, Dispatcher};
-use mppq_ir::{Graph, OpId};
+use mppq_ir::{Graph, OpClass, OpId, op_roles};
 use std::collections::{HashMap, HashSet};
-
-/// Op types whose numerics suffer most from quantization; `conservative` keeps them FP32
-/// even when the quantizer declares them.
-pub const PRECISION_SENSITIVE: &[&str] = &[
-    "Softmax",
-    "LogSoftmax",
-    "LayerNormalization",
-    "GroupNormalization",
-    "InstanceNormalization",
-    "RMSNormalization",
-    "Exp",
-    "Log",
-    "Pow",
-    "Sqrt",
-    "Reciprocal",
-    "Div",
-    "Erf",
-    "Gelu",
-    "ReduceMean",
-    "ReduceSumSquare",
-    "ReduceL2",
-];
 
 /// See the module documentation.
 #[derive(Clone, Copy, Debug, Default)]
@@ -78,7 +56,7 @@ pub(crate) fn conservative_proposals(
             let any_inside = inputs.iter().any(|v| graph.producer(*v).is_some_and(|p| region.contains(&p)));
             if !any_inside {
                 Proposal::Fp32("conservative: not fed by the quantized region".into())
-            } else if PRECISION_SENSITIVE.contains(&op.op_type.as_str()) {
+            } else if op_roles(op).is(OpClass::PrecisionSensitive) {
                 Proposal::Fp32(format!("conservative: {} is precision-sensitive", op.op_type))
             } else if let Some(v) = outside {
                 Proposal::Fp32(format!(

@@ -36,6 +36,9 @@ pub enum IrError {
     InvalidTensor(String),
     #[error("invalid quantization config: {0}")]
     InvalidQuantConfig(String),
+    /// A block cannot be cut out of a graph ([`crate::Graph::extract`]).
+    #[error("extracting a block of graph `{graph}`: {message}")]
+    Extract { graph: String, message: String },
     #[error("morph `{morph}` on `{op}`: {message}")]
     Morph { morph: &'static str, op: String, message: String },
 }

@@ -2,19 +2,23 @@
 //!
 //! It owns the in-memory model ([`Model`], [`Graph`], [`Operation`], [`Variable`]) with stable
 //! ids, typed attributes ([`Attribute`]), element types ([`DataType`]), the codes of the low-precision
-//! ones ([`lowp`]: FP8, FP4, E8M0, 4/2-bit integers) and tensors ([`TensorData`]); the editing API and topological order ([`edit`], [`topo`]); pattern search
-//! ([`pattern`]); structural rewrites that need no executor ([`morph`]); and the quantization data
-//! model that operations carry ([`quant`]). It knows nothing of file formats or execution.
+//! ones ([`lowp`]: FP8, FP4, E8M0, 4/2-bit integers) and tensors ([`TensorData`]); the editing API,
+//! topological order and sub-graph extraction ([`edit`], [`topo`], [`extract`]); pattern search
+//! ([`pattern`]); structural rewrites that need no executor ([`morph`]); the operator-role table every
+//! pass, quantizer and dispatcher reads ([`roles`]); and the quantization data model that operations
+//! carry ([`quant`]). It knows nothing of file formats or execution.
 
 pub mod attribute;
 pub mod dtype;
 pub mod edit;
 pub mod error;
+pub mod extract;
 pub mod graph;
 pub mod lowp;
 pub mod morph;
 pub mod pattern;
 pub mod quant;
+pub mod roles;
 pub mod tensor;
 pub mod topo;
 pub mod validate;
@@ -24,5 +28,6 @@ pub use attribute::{Attribute, AttributeKind};
 pub use dtype::DataType;
 pub use error::{IrError, Result};
 pub use graph::{Graph, Model, OpId, Operation, VarId, Variable};
+pub use roles::{ChannelAxis, InputRole, OpClass, OpRoles, op_roles};
 pub use tensor::TensorData;
 pub use value_type::{Dim, TensorType, ValueType};

@@ -224,6 +224,18 @@ impl TensorData {
         Self::from_packed(dtype, shape, bytes)
     }
 
+    /// A tensor of any float type from f32 values (rounded to nearest, ties to even): what
+    /// passes use to write a changed parameter back in its own element type.
+    pub fn from_f32_as(dtype: DataType, shape: Vec<usize>, values: &[f32]) -> Result<Self> {
+        match dtype {
+            DataType::Float => Self::from_vec(shape, values),
+            DataType::Double => Self::from_vec(shape, &values.iter().map(|v| f64::from(*v)).collect::<Vec<_>>()),
+            DataType::Float16 => Self::from_vec(shape, &values.iter().map(|v| f16::from_f32(*v)).collect::<Vec<_>>()),
+            DataType::BFloat16 => Self::from_vec(shape, &values.iter().map(|v| bf16::from_f32(*v)).collect::<Vec<_>>()),
+            _ => Self::from_f32_codes(dtype, shape, values),
+        }
+    }
+
     /// A tensor of a 4- or 2-bit integer type from values wrapped into its width (two's
     /// complement, as ONNX's Cast between fixed-point types), packed low bits first.
     pub fn from_i64_sub_byte(dtype: DataType, shape: Vec<usize>, values: &[i64]) -> Result<Self> {

@@ -1,5 +1,6 @@
 //! The error type of passes and pipelines: every error names the pass it came from.
 
+use mppq_dispatch::DispatchError;
 use mppq_exec::ExecError;
 use mppq_ir::IrError;
 use mppq_quant::QuantError;
@@ -15,6 +16,8 @@ pub enum PassError {
     Exec { pass: &'static str, source: ExecError },
     #[error("pass `{pass}`: {source}")]
     Quant { pass: &'static str, source: QuantError },
+    #[error("pass `{pass}`: {source}")]
+    Dispatch { pass: &'static str, source: DispatchError },
     #[error("pass `{pass}`: {message}")]
     Invalid { pass: &'static str, message: String },
     #[error("pipeline setting: {0}")]
@@ -41,5 +44,11 @@ impl<T> InPass<T> for std::result::Result<T, ExecError> {
 impl<T> InPass<T> for std::result::Result<T, QuantError> {
     fn in_pass(self, pass: &'static str) -> Result<T> {
         self.map_err(|source| PassError::Quant { pass, source })
+    }
+}
+
+impl<T> InPass<T> for std::result::Result<T, DispatchError> {
+    fn in_pass(self, pass: &'static str) -> Result<T> {
+        self.map_err(|source| PassError::Dispatch { pass, source })
     }
 }

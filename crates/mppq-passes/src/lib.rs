@@ -1,43 +1,51 @@
-//! The quantization pipeline of mppq: one pass per module, each asking a small
-//! [`PassContext`] (the graph, the operator registry, the device, the calibration batches, a
-//! progress sink) instead of the executor's internals, and returning a [`PassReport`].
+//! The quantization pipeline of mppq and the runtime its passes run on.
 //!
-//! Built-in passes, in pipeline order ([`Pipeline::from_setting`]):
-//! [`fold_batchnorm`], [`quant_fusion`], [`redundant_quant_simplify`], [`parameter_quantize`],
-//! [`runtime_calibration`], [`quant_alignment`], [`passive_parameter_quantize`],
-//! [`parameter_baking`]. Their knobs live in one serde struct, [`PipelineSetting`].
+//! A pass is one module: a struct implementing [`Pass`] that asks a small [`PassContext`]
+//! instead of the executor's internals. The context offers the graph, the operator registry and
+//! device, the calibration data as a stream ([`mppq_quant::CalibrationData`]), statistics the pass
+//! declares ([`statistics`]: collected in one run over the data, on the float or the simulated
+//! graph), a block runner that runs the operations between two cuts from cached inputs
+//! ([`block`]), weights and biases by role as `f32` views with write-back ([`params`]) and
+//! progress ([`progress`]). The pipeline ([`Pipeline::full`]) is the one list of steps, dispatch
+//! and quantizer initialisation included:
 //!
-//! Configs that share parameters are linked with `dominated_by` (see
-//! `mppq_ir::quant::sync_dominated`): an `Overlapped` config is not applied (another config
-//! quantizes the tensor); an active dominated config is applied with a copy of its
-//! dominator's scale/offset.
+//! [`fold_batchnorm`] → [`dispatch`] → [`init_quantization`] → [`quant_fusion`] →
+//! [`redundant_quant_simplify`] → [`parameter_quantize`] → [`runtime_calibration`] →
+//! [`quant_alignment`] → [`passive_parameter_quantize`] → [`parameter_baking`].
+//!
+//! Their knobs live in one serde struct, [`PipelineSetting`]. Configs that share parameters are
+//! linked with `dominated_by` (see `mppq_ir::quant::sync_dominated`): an `Overlapped` config is
+//! not applied (another config quantizes the tensor); an active dominated config is applied with
+//! a copy of its dominator's scale/offset.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use mppq_passes::{NoProgress, PassContext, Pipeline, PipelineSetting, run_pipeline};
-//! # let (mut graph, batches) = (mppq_ir::Graph::new("g"), Vec::new());
-//! let setting = PipelineSetting::default();
+//! use mppq_passes::{NoProgress, PassContext, Pipeline, PipelineSetting, dispatch::Dispatch, run_pipeline};
+//! use mppq_quant::quantizer::{Quantizer, quantizer_by_name};
+//! # let (mut graph, batches) = (mppq_ir::Graph::new("g"), Vec::<mppq_quant::Feeds>::new());
+//! let quantizer: std::sync::Arc<dyn Quantizer> = quantizer_by_name("default")?.into();
+//! let context = mppq_dispatch::DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types());
+//! let dispatch = Dispatch { dispatcher: "conservative".into(), context };
 //! let (registry, device) = (mppq_exec::OpRegistry::builtin(), mppq_exec::Device::cpu());
 //! let mut progress = NoProgress;
-//! let mut ctx = PassContext {
-//!     graph: &mut graph, registry: &registry, device: &device, opsets: &|_| 17,
-//!     batches: &batches, progress: &mut progress,
-//! };
-//! run_pipeline(&mut ctx, &mut Pipeline::before_dispatch(&setting)?)?;
-//! // ... dispatch, then `mppq_quant::quantizer::init_quantization` ...
-//! for report in run_pipeline(&mut ctx, &mut Pipeline::from_setting(&setting)?)? {
+//! let mut ctx = PassContext::new(&mut graph, &registry, &device, &|_| 17, &batches, &mut progress);
+//! for report in run_pipeline(&mut ctx, &mut Pipeline::full(&PipelineSetting::default(), dispatch, quantizer)?)? {
 //!     println!("{report}");
 //! }
 //! # Ok(()) }
 //! ```
 //!
-//! A new pass is one module: a struct implementing [`Pass`], a numeric test on a tiny graph,
-//! and one line in [`Pipeline::from_setting`] (plus its knobs in [`PipelineSetting`]).
+//! Adding a pass is one module, one line in `Pipeline::build` and its knobs in
+//! [`PipelineSetting`]: `docs/adding-a-pass.md` walks through one.
 
+pub mod block;
+pub mod dispatch;
 pub mod error;
 pub mod fold_batchnorm;
+pub mod init_quantization;
 pub mod parameter_baking;
 pub mod parameter_quantize;
+pub mod params;
 pub mod pass;
 pub mod passive_parameter_quantize;
 pub mod pipeline;
@@ -48,12 +56,16 @@ pub mod redundant_quant_simplify;
 pub mod runtime_calibration;
 pub mod setting;
 mod slots;
+pub mod statistics;
 #[cfg(test)]
 mod test_graphs;
 
+pub use block::BlockRunner;
 pub use error::{PassError, Result};
+pub use params::{OpParams, ParamView, op_params, write_param};
 pub use pass::{Pass, PassContext, PassReport};
 pub use pipeline::{Pipeline, run_pipeline};
 pub use progress::{NoProgress, ProgressSink, RecordingProgress, TerminalProgress};
 pub use quant_alignment::ConcatMode;
 pub use setting::{AlignmentSetting, CalibrationKnobs, FusionSetting, PipelineSetting};
+pub use statistics::{GraphMode, StatRequest, StatValue, Statistic, Statistics, collect_statistics};

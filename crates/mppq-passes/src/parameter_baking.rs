@@ -70,14 +70,7 @@ mod tests {
         let mut progress = crate::NoProgress;
         let registry = mppq_exec::OpRegistry::builtin();
         {
-            let mut ctx = PassContext {
-                graph: &mut h.graph,
-                registry: &registry,
-                device: &h.device,
-                opsets: &|_| 17,
-                batches: &h.batches,
-                progress: &mut progress,
-            };
+            let mut ctx = PassContext::new(&mut h.graph, &registry, &h.device, &|_| 17, &h.batches, &mut progress);
             run_pipeline(&mut ctx, &mut passes).unwrap();
         }
         let x = h.input("x", &[1, 2, 4, 4], 7.0);

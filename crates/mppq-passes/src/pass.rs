@@ -1,15 +1,27 @@
-//! The pass interface: a pass asks a small [`PassContext`] (graph, operator registry, device,
-//! calibration data, progress) rather than the executor's internals, and reports what changed.
+//! The pass interface: a pass asks a small [`PassContext`] rather than the executor's internals:
+//! the graph, the operator registry and device, the calibration data as a stream, statistics it
+//! declared ([`Pass::statistics`], collected for it in one run per graph mode), a block runner
+//! ([`crate::block`]), weights and biases by role ([`crate::params`]) and progress. It reports what
+//! it changed in a [`PassReport`].
 
 use crate::error::{InPass, Result};
 use crate::progress::ProgressSink;
-use mppq_exec::{Device, Executor, OpRegistry, Value};
+use crate::statistics::{StatRequest, Statistics};
+use mppq_dispatch::Dispatch;
+use mppq_exec::{Device, Executor, OpRegistry};
 use mppq_ir::Graph;
+use mppq_quant::CalibrationData;
 
 /// One step of the quantization pipeline.
 pub trait Pass {
     /// Short snake_case name, used in errors, reports and progress.
     fn name(&self) -> &'static str;
+    /// The statistics this pass needs, on the graph as it is when the pass starts. The pipeline
+    /// collects every request in one run over the calibration data per graph mode (float,
+    /// simulated) and hands them over as [`PassContext::statistics`]. None by default.
+    fn statistics(&self, _graph: &Graph) -> Result<Vec<StatRequest>> {
+        Ok(Vec::new())
+    }
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport>;
 }
 
@@ -20,12 +32,27 @@ pub struct PassContext<'a> {
     pub device: &'a Device,
     /// The opset version of a domain (`""` = ai.onnx), for building executors.
     pub opsets: &'a dyn Fn(&str) -> i64,
-    /// Calibration batches: (graph input name, value) feeds.
-    pub batches: &'a [Vec<(String, Value)>],
+    /// Calibration batches, one at a time ([`CalibrationData`]).
+    pub data: &'a dyn CalibrationData,
     pub progress: &'a mut dyn ProgressSink,
+    /// The statistics the running pass declared (empty before the pipeline collected them).
+    pub statistics: Statistics,
+    /// The dispatch decided by the `dispatch` step, for the caller's reports.
+    pub dispatch: Option<Dispatch>,
 }
 
-impl PassContext<'_> {
+impl<'a> PassContext<'a> {
+    pub fn new(
+        graph: &'a mut Graph,
+        registry: &'a OpRegistry,
+        device: &'a Device,
+        opsets: &'a dyn Fn(&str) -> i64,
+        data: &'a dyn CalibrationData,
+        progress: &'a mut dyn ProgressSink,
+    ) -> Self {
+        Self { graph, registry, device, opsets, data, progress, statistics: Statistics::default(), dispatch: None }
+    }
+
     /// An executor for the graph as it is now. Build a new one after any structural edit or
     /// parameter change: an executor holds its own copy of the plan and the initializers.
     pub fn executor(&self, pass: &'static str) -> Result<Executor> {
@@ -34,23 +61,25 @@ impl PassContext<'_> {
 }
 
 /// What a pass changed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PassReport {
     pub pass: &'static str,
     /// How many configs, operations or parameters it changed.
     pub changed: usize,
     /// One line for humans (`"3 Conv+Relu pairs fused"`).
     pub summary: String,
+    /// Wall time of the pass, statistics collection included (set by the pipeline runner).
+    pub seconds: f64,
 }
 
 impl PassReport {
     pub fn new(pass: &'static str, changed: usize, summary: impl Into<String>) -> Self {
-        Self { pass, changed, summary: summary.into() }
+        Self { pass, changed, summary: summary.into(), seconds: 0.0 }
     }
 }
 
 impl std::fmt::Display for PassReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.pass, self.summary)
+        write!(f, "{}: {} ({:.3} s)", self.pass, self.summary, self.seconds)
     }
 }

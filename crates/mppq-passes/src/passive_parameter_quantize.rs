@@ -1,11 +1,13 @@
 //! `passive_parameter_quantize`: derives the parameters nobody calibrates. Biases of
 //! Conv/ConvTranspose/Gemm get `s_in · s_w[c]` (int32, symmetric) from the *effective* input
-//! scale, i.e. after dominance (run it after alignment); Clip's min/max and Pad's pads and
-//! constant value stay float (`Fp32`), since runtimes read them unquantized.
+//! scale, i.e. after dominance (run it after alignment); slots the operator-role table marks as
+//! float parameters or shapes (Clip's min/max, Pad's pads and constant value) stay float (`Fp32`),
+//! since runtimes read them unquantized.
 
 use crate::error::{InPass, Result};
 use crate::pass::{Pass, PassContext, PassReport};
 use crate::slots::input;
+use mppq_ir::op_roles;
 use mppq_ir::quant::{QuantizationState, config_at_mut};
 use mppq_quant::calibrate::derive_biases;
 
@@ -19,27 +21,28 @@ impl Pass for PassiveParameterQuantize {
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
         let biases = derive_biases(ctx.graph).in_pass(self.name())?;
         let mut float = 0;
-        let ops: Vec<_> = ctx
+        // Slots the role table marks as float parameters or shapes (Clip's bounds, Pad's pads and
+        // constant value) are read unquantized by runtimes.
+        let unquantized: Vec<_> = ctx
             .graph
             .operations()
-            .filter(|(_, o)| o.quant_config.is_some() && matches!(o.op_type.as_str(), "Clip" | "Pad"))
-            .map(|(id, o)| (id, o.inputs().len()))
+            .filter(|(_, o)| o.quant_config.is_some())
+            .flat_map(|(id, o)| {
+                let roles = op_roles(o);
+                (0..o.inputs().len()).filter(move |s| !roles.input(*s).is_quantizable()).map(move |s| input(id, s))
+            })
             .collect();
-        for (op, inputs) in ops {
-            for slot in 1..inputs {
-                if let Some(c) =
-                    config_at_mut(ctx.graph, input(op, slot)).filter(|c| c.state != QuantizationState::Fp32)
-                {
-                    c.state = QuantizationState::Fp32;
-                    c.dominated_by = None;
-                    float += 1;
-                }
+        for loc in unquantized {
+            if let Some(c) = config_at_mut(ctx.graph, loc).filter(|c| c.state != QuantizationState::Fp32) {
+                c.state = QuantizationState::Fp32;
+                c.dominated_by = None;
+                float += 1;
             }
         }
         Ok(PassReport::new(
             self.name(),
             biases + float,
-            format!("{biases} biases derived, {float} Clip/Pad parameters kept in float"),
+            format!("{biases} biases derived, {float} parameters (Clip/Pad bounds, …) kept in float"),
         ))
     }
 }

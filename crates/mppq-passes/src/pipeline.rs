@@ -1,8 +1,10 @@
 //! The pipeline: the built-in passes in their order, chosen by a [`PipelineSetting`], and a
 //! runner that reports progress per pass and stops at the first error.
 
+use crate::dispatch::Dispatch;
 use crate::error::Result;
 use crate::fold_batchnorm::FoldBatchNorm;
+use crate::init_quantization::InitQuantization;
 use crate::parameter_baking::ParameterBaking;
 use crate::parameter_quantize::ParameterQuantize;
 use crate::pass::{Pass, PassContext, PassReport};
@@ -12,28 +14,44 @@ use crate::quant_fusion::QuantFusion;
 use crate::redundant_quant_simplify::RedundantQuantSimplify;
 use crate::runtime_calibration::RuntimeCalibration;
 use crate::setting::PipelineSetting;
+use crate::statistics::{Statistics, collect_statistics};
+use mppq_quant::quantizer::Quantizer;
+use std::sync::Arc;
+use std::time::Instant;
 
-/// Builds pass lists from settings.
+/// Builds pass lists from settings: the one list of the quantization run, in one place.
 pub struct Pipeline;
 
 impl Pipeline {
-    /// Passes that change the graph's structure and belong *before* dispatch (a dispatcher
-    /// should see Conv→Relu, not Conv→BatchNormalization→Relu): `fold_batchnorm` when on.
-    pub fn before_dispatch(setting: &PipelineSetting) -> Result<Vec<Box<dyn Pass>>> {
+    /// The whole run, front to back: fold_batchnorm → dispatch → init_quantization →
+    /// quant_fusion → redundant_quant_simplify → parameter_quantize → runtime_calibration →
+    /// quant_alignment → passive_parameter_quantize (after alignment: biases use the aligned input
+    /// scales) → parameter_baking. Structural passes come before dispatch, which decides per final
+    /// operation. A step switched off in `setting` is left out.
+    pub fn full(
+        setting: &PipelineSetting,
+        dispatch: Dispatch,
+        quantizer: Arc<dyn Quantizer>,
+    ) -> Result<Vec<Box<dyn Pass>>> {
+        Self::build(setting, Some((dispatch, quantizer)))
+    }
+
+    /// The run for a graph whose operations were already dispatched and configured: the list
+    /// of [`Self::full`] without `dispatch` and `init_quantization`.
+    pub fn from_setting(setting: &PipelineSetting) -> Result<Vec<Box<dyn Pass>>> {
+        Self::build(setting, None)
+    }
+
+    fn build(setting: &PipelineSetting, front: Option<(Dispatch, Arc<dyn Quantizer>)>) -> Result<Vec<Box<dyn Pass>>> {
         setting.validate()?;
         let mut passes: Vec<Box<dyn Pass>> = Vec::new();
         if setting.fusion.bn_fold {
             passes.push(Box::new(FoldBatchNorm));
         }
-        Ok(passes)
-    }
-
-    /// The quantization pipeline, run after the quantizer gave configs:
-    /// fold_batchnorm (a no-op if already folded) → quant_fusion → redundant_quant_simplify →
-    /// parameter_quantize → runtime_calibration → quant_alignment → passive_parameter_quantize
-    /// (after alignment: biases use the aligned input scales) → parameter_baking.
-    pub fn from_setting(setting: &PipelineSetting) -> Result<Vec<Box<dyn Pass>>> {
-        let mut passes = Self::before_dispatch(setting)?;
+        if let Some((dispatch, quantizer)) = front {
+            passes.push(Box::new(dispatch));
+            passes.push(Box::new(InitQuantization { quantizer }));
+        }
         if setting.fusion.quant_fusion {
             passes.push(Box::new(QuantFusion { activations: setting.fusion.activations.clone() }));
         }
@@ -61,18 +79,26 @@ impl Pipeline {
     }
 }
 
-/// Runs `passes` in order; each gets a progress task (`pass i/n: name`) of one step (passes
-/// with their own progress, like calibration, open tasks of their own). Stops at the first
-/// error.
+/// Runs `passes` in order. Before each pass the statistics it declares ([`Pass::statistics`])
+/// are collected into [`PassContext::statistics`] (one run over the calibration data per graph
+/// mode); each pass gets a progress task (`pass i/n: name`) of one step (passes with their own
+/// progress, like calibration, open tasks of their own) and its wall time in its report. Stops at
+/// the first error.
 pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> Result<Vec<PassReport>> {
     let total = passes.len();
     let mut reports = Vec::with_capacity(total);
     for (i, pass) in passes.iter_mut().enumerate() {
+        let started = Instant::now();
+        let requests = pass.statistics(ctx.graph)?;
+        ctx.statistics =
+            if requests.is_empty() { Statistics::default() } else { collect_statistics(ctx, pass.name(), &requests)? };
         ctx.progress.begin(&format!("pass {}/{total}: {}", i + 1, pass.name()), 1);
         let report = pass.run(ctx);
         ctx.progress.advance(1);
         ctx.progress.finish();
-        reports.push(report?);
+        let mut report = report?;
+        report.seconds = started.elapsed().as_secs_f64();
+        reports.push(report);
     }
     Ok(reports)
 }

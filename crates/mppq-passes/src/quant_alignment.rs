@@ -2,16 +2,17 @@
 //! Concat's inputs and output share one scale/offset (`align_to_output`: the output's;
 //! `union_range`: one covering every input's and the output's range); the configs that
 //! quantize the inputs (usually the producers' outputs) become dominated by the Concat output.
-//! MaxPool / Resize outputs (configurable: `pooling_types`) are dominated by what quantizes
-//! their input (a requantization-free pool). Add's activation inputs share the union of their
+//! Outputs of relay ops (the role table's `OpClass::Relay`: MaxPool, Resize, reshapes, …; or the
+//! types listed in `pooling_types`) are dominated by what quantizes their input (a
+//! requantization-free pool). Add's activation inputs share the union of their
 //! ranges when asked. Dominance is always set root to root, so no cycle can form; a group
 //! whose configs quantize differently (bits, policy, per-channel) is left alone and counted.
 
 use crate::error::{InPass, Result};
 use crate::pass::{Pass, PassContext, PassReport};
 use crate::slots::{input, output};
-use mppq_ir::Graph;
 use mppq_ir::quant::{ConfigLocation, TensorQuantConfig, config_at, config_at_mut, dominator_root, sync_dominated};
+use mppq_ir::{Graph, OpClass, Operation, op_roles};
 use mppq_quant::observer::range::params_for;
 use serde::{Deserialize, Serialize};
 
@@ -32,22 +33,21 @@ pub struct QuantAlignment {
     pub concat: ConcatMode,
     /// Align Add's activation inputs to the union of their ranges.
     pub add: bool,
-    /// Outputs of the `pooling_types` ops share their input's parameters.
+    /// Outputs of relay ops share their input's parameters.
     pub pooling: bool,
-    pub pooling_types: Vec<String>,
+    /// The op types `pooling` aligns; `None`: every [`OpClass::Relay`] op of the role table.
+    pub pooling_types: Option<Vec<String>>,
 }
 
-/// Ops whose output shares the input's parameters by default: those that only select or copy
-/// input values. Averaging pools are left out on purpose: with equal input and output scales
-/// ONNX Runtime's QLinear(Global)AveragePool rounds the integer mean its own way, so sharing made
-/// ORT and the simulation disagree (tiny_cnn: −0.46 dB), and an average's narrower range deserves
-/// its own scale anyway (ResNet-18: 30.0 dB vs 29.4 dB with GlobalAveragePool shared).
-pub const POOLING_TYPES: [&str; 2] = ["MaxPool", "Resize"];
+// Relay ops share the input's parameters by default: they only select or copy input values.
+// Averaging pools are not relays on purpose: with equal input and output scales ONNX Runtime's
+// QLinear(Global)AveragePool rounds the integer mean its own way, so sharing made ORT and the
+// simulation disagree (tiny_cnn: −0.46 dB), and an average's narrower range deserves its own scale
+// anyway (ResNet-18: 30.0 dB vs 29.4 dB with GlobalAveragePool shared).
 
 impl Default for QuantAlignment {
     fn default() -> Self {
-        let pooling_types = POOLING_TYPES.iter().map(|t| t.to_string()).collect();
-        Self { concat: ConcatMode::AlignToOutput, add: false, pooling: true, pooling_types }
+        Self { concat: ConcatMode::AlignToOutput, add: false, pooling: true, pooling_types: None }
     }
 }
 
@@ -106,6 +106,15 @@ fn share(graph: &mut Graph, master: ConfigLocation, members: &[ConfigLocation], 
     true
 }
 
+impl QuantAlignment {
+    fn is_relay(&self, op: &Operation) -> bool {
+        match &self.pooling_types {
+            Some(types) => types.iter().any(|t| *t == op.op_type),
+            None => op_roles(op).is(OpClass::Relay),
+        }
+    }
+}
+
 impl Pass for QuantAlignment {
     fn name(&self) -> &'static str {
         "quant_alignment"
@@ -126,14 +135,12 @@ impl Pass for QuantAlignment {
                     let master = dominator_root(graph, output(id, 0)).in_pass(self.name())?;
                     Some((master, input_roots(graph, id, 0..inputs)?, self.concat == ConcatMode::UnionRange))
                 }
-                t if self.pooling && self.pooling_types.iter().any(|p| p == t) => {
-                    match input_roots(graph, id, 0..1)?.first() {
-                        Some(master) => {
-                            Some((*master, vec![dominator_root(graph, output(id, 0)).in_pass(self.name())?], false))
-                        }
-                        None => None,
+                _ if self.pooling && self.is_relay(op) => match input_roots(graph, id, 0..1)?.first() {
+                    Some(master) => {
+                        Some((*master, vec![dominator_root(graph, output(id, 0)).in_pass(self.name())?], false))
                     }
-                }
+                    None => None,
+                },
                 "Add" if self.add => {
                     let activations: Vec<usize> = (0..inputs)
                         .filter(|i| {

@@ -1,4 +1,5 @@
-//! `quant_fusion`: a computing op whose output feeds only a fusable activation runs as one
+//! `quant_fusion`: an op whose output feeds only a fusable activation (a fusion host of the
+//! operator-role table: Conv, ConvTranspose, Gemm, MatMul, Add) runs as one
 //! kernel on the target (Conv+Relu, Gemm+Clip), so the intermediate tensor is never
 //! quantized. The computing op's output config and the activation's input config become
 //! `Overlapped`, dominated by the activation's output config.
@@ -7,9 +8,7 @@ use crate::error::{InPass, Result};
 use crate::pass::{Pass, PassContext, PassReport};
 use crate::slots::{input, output};
 use mppq_ir::quant::{QuantizationState, config_at, config_at_mut};
-
-/// Ops whose output an activation can be fused into.
-pub const COMPUTING: [&str; 5] = ["Conv", "ConvTranspose", "Gemm", "MatMul", "Add"];
+use mppq_ir::{OpClass, op_roles};
 
 pub struct QuantFusion {
     /// Activation types the target fuses (ONNX Runtime: Relu and Clip).
@@ -31,7 +30,7 @@ impl Pass for QuantFusion {
         let graph = &mut *ctx.graph;
         let mut pairs = Vec::new();
         for (id, op) in graph.operations() {
-            if !COMPUTING.contains(&op.op_type.as_str()) || op.quant_config.is_none() {
+            if !op_roles(op).is(OpClass::FusionHost) || op.quant_config.is_none() {
                 continue;
             }
             let Some(Some(out)) = op.outputs().first() else { continue };

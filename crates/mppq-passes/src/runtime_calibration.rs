@@ -41,7 +41,7 @@ impl Pass for RuntimeCalibration {
         }
         let exec = ctx.executor(self.name())?;
         let progress = &mut *ctx.progress;
-        let n = calibrate_activations(ctx.graph, &exec, ctx.batches, &self.setting, |task, done, total| {
+        let n = calibrate_activations(ctx.graph, &exec, ctx.data, &self.setting, |task, done, total| {
             if done == 1 {
                 progress.begin(task, total as u64);
             }
@@ -80,14 +80,7 @@ mod tests {
         let registry = OpRegistry::builtin();
         let mut pass = RuntimeCalibration::default();
         let report = {
-            let mut ctx = PassContext {
-                graph: &mut h.graph,
-                registry: &registry,
-                device: &h.device,
-                opsets: &|_| 17,
-                batches: &h.batches,
-                progress: &mut progress,
-            };
+            let mut ctx = PassContext::new(&mut h.graph, &registry, &h.device, &|_| 17, &h.batches, &mut progress);
             pass.run(&mut ctx).unwrap()
         };
         assert_eq!(progress.events, ["begin calibration pass 1/1 3", "advance 1", "advance 1", "advance 1", "finish"]);

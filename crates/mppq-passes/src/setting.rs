@@ -103,9 +103,9 @@ pub struct AlignmentSetting {
     pub add: bool,
     /// Outputs of `pooling_types` share their input's parameters.
     pub pooling: bool,
-    /// Default: MaxPool, Resize (ops that only select values; averaging pools get their own
-    /// scale, see `quant_alignment::POOLING_TYPES`).
-    pub pooling_types: Vec<String>,
+    /// Default (absent): the relay ops of the operator-role table (MaxPool, Resize, reshapes, …:
+    /// ops that only select values; averaging pools get their own scale, see `quant_alignment`).
+    pub pooling_types: Option<Vec<String>>,
 }
 
 impl Default for AlignmentSetting {

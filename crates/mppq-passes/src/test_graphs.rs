@@ -58,14 +58,8 @@ impl Harness {
 
     pub fn try_pass(&mut self, pass: &mut dyn Pass) -> Result<PassReport> {
         let mut progress = NoProgress;
-        let mut ctx = PassContext {
-            graph: &mut self.graph,
-            registry: &self.registry,
-            device: &self.device,
-            opsets: &|_| 17,
-            batches: &self.batches,
-            progress: &mut progress,
-        };
+        let mut ctx =
+            PassContext::new(&mut self.graph, &self.registry, &self.device, &|_| 17, &self.batches, &mut progress);
         pass.run(&mut ctx)
     }
 
@@ -101,14 +95,8 @@ impl Harness {
     pub fn pipeline(&mut self, setting: &crate::PipelineSetting) -> Vec<PassReport> {
         let mut passes = crate::Pipeline::from_setting(setting).unwrap();
         let mut progress = NoProgress;
-        let mut ctx = PassContext {
-            graph: &mut self.graph,
-            registry: &self.registry,
-            device: &self.device,
-            opsets: &|_| 17,
-            batches: &self.batches,
-            progress: &mut progress,
-        };
+        let mut ctx =
+            PassContext::new(&mut self.graph, &self.registry, &self.device, &|_| 17, &self.batches, &mut progress);
         crate::run_pipeline(&mut ctx, &mut passes).unwrap()
     }
 

@@ -6,10 +6,12 @@
 use mppq_dispatch::{DispatchContext, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
 use mppq_ir::quant::QuantizationState;
+use mppq_passes::dispatch::Dispatch;
 use mppq_passes::{NoProgress, PassContext, PassReport, Pipeline, PipelineSetting, RecordingProgress, run_pipeline};
 use mppq_quant::metrics::snr_db;
 use mppq_quant::quantizer::{LowBitQuantizer, Quantizer, init_quantization, quantizer_by_name};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 type Batches = Vec<Vec<(String, Value)>>;
 
@@ -69,26 +71,18 @@ fn outputs(exec: &Executor, batches: &Batches, sim: Option<&mppq_ir::Graph>) -> 
 }
 
 /// Quantizes `model_path` with `quantizer` and the pipeline `setting`; SNR vs the FP32 model.
-fn quantize(model_path: &Path, batches: &Batches, quantizer: &dyn Quantizer, setting: &PipelineSetting) -> Outcome {
+fn quantize(model_path: &Path, batches: &Batches, quantizer: Arc<dyn Quantizer>, setting: &PipelineSetting) -> Outcome {
     let device = Device::cpu();
     let registry = OpRegistry::builtin();
     let original = mppq_onnx::load_model(model_path).unwrap();
     let opset = original.opset("").unwrap_or(17);
     let mut graph = original.graph.clone();
     let mut progress = NoProgress;
-    let mut ctx = PassContext {
-        graph: &mut graph,
-        registry: &registry,
-        device: &device,
-        opsets: &|_| opset,
-        batches,
-        progress: &mut progress,
-    };
-    run_pipeline(&mut ctx, &mut Pipeline::before_dispatch(setting).unwrap()).unwrap();
+    let opsets = move |_: &str| opset;
+    let mut ctx = PassContext::new(&mut graph, &registry, &device, &opsets, batches, &mut progress);
     let dctx = DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types());
-    dispatcher_by_name("conservative").unwrap().dispatch(ctx.graph, &dctx).unwrap().apply(ctx.graph).unwrap();
-    init_quantization(ctx.graph, quantizer).unwrap();
-    let reports = run_pipeline(&mut ctx, &mut Pipeline::from_setting(setting).unwrap()).unwrap();
+    let dispatch = Dispatch { dispatcher: "conservative".into(), context: dctx };
+    let reports = run_pipeline(&mut ctx, &mut Pipeline::full(setting, dispatch, quantizer).unwrap()).unwrap();
     for (_, op) in graph.operations() {
         for c in op.quant_config.iter().flat_map(|c| c.input_configs.iter().chain(&c.output_configs)).flatten() {
             use QuantizationState::*;
@@ -107,10 +101,11 @@ fn quantize(model_path: &Path, batches: &Batches, quantizer: &dyn Quantizer, set
     Outcome { snr, reports, graph }
 }
 
-fn testdata_snr(model: &str, quantizer: &dyn Quantizer, setting: &PipelineSetting) -> Outcome {
+fn testdata_snr(model: &str, quantizer: Arc<dyn Quantizer>, setting: &PipelineSetting) -> Outcome {
     let batches = load_batches(&testdata().join(format!("{model}_calib")), &Device::cpu(), 8);
+    let name = quantizer.name().to_string();
     let outcome = quantize(&testdata().join(format!("{model}.onnx")), &batches, quantizer, setting);
-    println!("{model} / {}: simulation SNR {:.2} dB", quantizer.name(), outcome.snr);
+    println!("{model} / {name}: simulation SNR {:.2} dB", outcome.snr);
     for r in &outcome.reports {
         println!("  {r}");
     }
@@ -123,15 +118,17 @@ fn changed(outcome: &Outcome, pass: &str) -> usize {
 
 #[test]
 fn default_platform_snr() {
-    let default = quantizer_by_name("default").unwrap();
+    let default: Arc<dyn Quantizer> = Arc::from(quantizer_by_name("default").unwrap());
     let setting = PipelineSetting::default();
-    let cnn = testdata_snr("tiny_cnn", default.as_ref(), &setting);
+    let cnn = testdata_snr("tiny_cnn", default.clone(), &setting);
     assert!(cnn.snr > 35.0, "tiny_cnn {:.2} dB", cnn.snr);
-    assert_eq!(changed(&cnn, "fold_batchnorm"), 0, "folded before dispatch already");
+    let order: Vec<&str> = cnn.reports.iter().take(3).map(|r| r.pass).collect();
+    assert_eq!(order, ["fold_batchnorm", "dispatch", "init_quantization"], "structure, then dispatch, then configs");
+    assert_eq!(changed(&cnn, "fold_batchnorm"), 3, "three BatchNormalizations folded before dispatch");
     assert_eq!(changed(&cnn, "quant_fusion"), 3, "conv1+relu1, conv2+relu2, residual Add+relu3");
-    let tr = testdata_snr("tiny_transformer", default.as_ref(), &setting);
+    let tr = testdata_snr("tiny_transformer", default.clone(), &setting);
     assert!(tr.snr > 25.0, "tiny_transformer {:.2} dB", tr.snr);
-    let det = testdata_snr("detect_branch", default.as_ref(), &setting);
+    let det = testdata_snr("detect_branch", default.clone(), &setting);
     assert!(det.snr > 30.0, "detect_branch {:.2} dB", det.snr);
     for o in [&cnn, &tr, &det] {
         assert!(o.snr.is_finite() && changed(o, "runtime_calibration") > 0);
@@ -142,12 +139,12 @@ fn default_platform_snr() {
 /// used to cut ReLU and pooled ranges 2–6× (tiny_cnn 2.9 dB, detect_branch 13.8 dB).
 #[test]
 fn every_activation_observer_keeps_the_snr() {
-    let default = quantizer_by_name("default").unwrap();
+    let default: Arc<dyn Quantizer> = Arc::from(quantizer_by_name("default").unwrap());
     for observer in ["minmax", "percentile", "kl", "mse"] {
         let setting =
             PipelineSetting::from_json(&format!(r#"{{"calibration": {{"observer": "{observer}"}}}}"#)).unwrap();
         for model in ["tiny_cnn", "detect_branch"] {
-            let o = testdata_snr(model, default.as_ref(), &setting);
+            let o = testdata_snr(model, default.clone(), &setting);
             println!("{model} / {observer}: {:.2} dB", o.snr);
             assert!(o.snr > 30.0, "{model} / {observer}: {:.2} dB", o.snr);
         }
@@ -158,14 +155,14 @@ fn every_activation_observer_keeps_the_snr() {
 fn other_platforms_snr() {
     let setting = PipelineSetting::default();
     let lowbit = LowBitQuantizer { weight_bits: 4, ..Default::default() };
-    let cases: [(&str, Box<dyn Quantizer>, f64); 3] = [
-        ("trt-int8", quantizer_by_name("trt-int8").unwrap(), 25.0),
-        ("lowbit-w4", Box::new(lowbit), 8.0),
-        ("fp8-e4m3", quantizer_by_name("fp8-e4m3").unwrap(), 20.0),
+    let cases: [(&str, Arc<dyn Quantizer>, f64); 3] = [
+        ("trt-int8", Arc::from(quantizer_by_name("trt-int8").unwrap()), 25.0),
+        ("lowbit-w4", Arc::new(lowbit), 8.0),
+        ("fp8-e4m3", Arc::from(quantizer_by_name("fp8-e4m3").unwrap()), 20.0),
     ];
     for (label, quantizer, bound) in &cases {
         for model in ["tiny_cnn", "tiny_transformer", "detect_branch"] {
-            let o = testdata_snr(model, quantizer.as_ref(), &setting);
+            let o = testdata_snr(model, quantizer.clone(), &setting);
             println!("{model} / {label}: {:.2} dB (bound {bound})", o.snr);
             assert!(o.snr > *bound && o.snr.is_finite(), "{model} / {label}: {:.2} dB", o.snr);
         }
@@ -174,9 +171,9 @@ fn other_platforms_snr() {
 
 #[test]
 fn baking_and_union_alignment_keep_the_snr() {
-    let default = quantizer_by_name("default").unwrap();
-    let plain = testdata_snr("tiny_cnn", default.as_ref(), &PipelineSetting::default());
-    let baked = testdata_snr("tiny_cnn", default.as_ref(), &PipelineSetting { baking: true, ..Default::default() });
+    let default: Arc<dyn Quantizer> = Arc::from(quantizer_by_name("default").unwrap());
+    let plain = testdata_snr("tiny_cnn", default.clone(), &PipelineSetting::default());
+    let baked = testdata_snr("tiny_cnn", default.clone(), &PipelineSetting { baking: true, ..Default::default() });
     assert!(changed(&baked, "parameter_baking") >= 8, "4 weights + 4 biases");
     assert!((baked.snr - plain.snr).abs() < 1e-9, "{} vs {}", baked.snr, plain.snr);
     let baked_weights = baked
@@ -188,7 +185,7 @@ fn baking_and_union_alignment_keep_the_snr() {
     assert_eq!(baked_weights, 4);
 
     let json = r#"{"alignment": {"concat": "union_range", "add": true}, "calibration": {"observer": "percentile"}}"#;
-    let tuned = testdata_snr("tiny_cnn", default.as_ref(), &PipelineSetting::from_json(json).unwrap());
+    let tuned = testdata_snr("tiny_cnn", default.clone(), &PipelineSetting::from_json(json).unwrap());
     assert!(tuned.snr > 30.0, "{}", tuned.snr);
     assert!(changed(&tuned, "quant_alignment") >= 1);
 }
@@ -198,20 +195,13 @@ fn calibration_reports_progress_per_batch() {
     let device = Device::cpu();
     let batches = load_batches(&testdata().join("tiny_cnn_calib"), &device, 3);
     let mut graph = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap().graph;
-    let quantizer = quantizer_by_name("default").unwrap();
+    let quantizer: Arc<dyn Quantizer> = Arc::from(quantizer_by_name("default").unwrap());
     let dctx = DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types());
     dispatcher_by_name("conservative").unwrap().dispatch(&graph, &dctx).unwrap().apply(&mut graph).unwrap();
     init_quantization(&mut graph, quantizer.as_ref()).unwrap();
     let registry = OpRegistry::builtin();
     let mut progress = RecordingProgress::default();
-    let mut ctx = PassContext {
-        graph: &mut graph,
-        registry: &registry,
-        device: &device,
-        opsets: &|_| 17,
-        batches: &batches,
-        progress: &mut progress,
-    };
+    let mut ctx = PassContext::new(&mut graph, &registry, &device, &|_| 17, &batches, &mut progress);
     let setting = PipelineSetting {
         fusion: mppq_passes::FusionSetting { bn_fold: false, ..Default::default() },
         ..Default::default()
@@ -233,13 +223,13 @@ fn resnet18_default_platform_snr() {
     // Optional: another built-in quantizer (`MPPQ_RESNET18_QUANTIZER=fp8-e4m3`) and a JSON
     // pipeline setting to compare variants (`{"calibration": {"observer": "kl"}}`).
     let name = std::env::var("MPPQ_RESNET18_QUANTIZER").unwrap_or_else(|_| "default".into());
-    let quantizer = quantizer_by_name(&name).unwrap();
+    let quantizer: Arc<dyn Quantizer> = Arc::from(quantizer_by_name(&name).unwrap());
     let bound = if name == "default" { 25.0 } else { 5.0 };
     let setting = match std::env::var("MPPQ_RESNET18_SETTING") {
         Ok(json) => PipelineSetting::from_json(&json).unwrap(),
         Err(_) => PipelineSetting::default(),
     };
-    let o = quantize(&dir.join("resnet18.onnx"), &batches, quantizer.as_ref(), &setting);
+    let o = quantize(&dir.join("resnet18.onnx"), &batches, quantizer.clone(), &setting);
     println!("resnet18 / {name}: simulation SNR {:.2} dB over {} batches", o.snr, batches.len());
     for r in &o.reports {
         println!("  {r}");

@@ -3,12 +3,13 @@
 //! running the calibration batches (twice for histogram observers) with an observing hook;
 //! biases are then derived (`s_bias = s_in · s_w`). Every step keeps only observer statistics.
 
+use crate::data::CalibrationData;
 use crate::error::{QuantError, Result};
 use crate::observer::{Observer, ObserverOptions, create_observer};
 use mppq_exec::hooks::OpInfo;
 use mppq_exec::{ExecHook, Executor, Value};
 use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at_mut, sync_dominated};
-use mppq_ir::{Graph, OpId};
+use mppq_ir::{Graph, OpId, op_roles};
 use std::collections::HashMap;
 
 /// Calibration knobs.
@@ -88,7 +89,7 @@ fn slots(graph: &Graph) -> Vec<(Key, String, Option<mppq_ir::TensorData>)> {
 pub fn calibrate(
     graph: &mut Graph,
     exec: &Executor,
-    batches: &[Vec<(String, Value)>],
+    batches: &dyn CalibrationData,
     setting: &CalibrationSetting,
     progress: impl FnMut(&str, usize, usize),
 ) -> Result<usize> {
@@ -133,11 +134,11 @@ pub fn quantize_parameters(graph: &mut Graph, options: &ObserverOptions) -> Resu
 pub fn calibrate_activations(
     graph: &mut Graph,
     exec: &Executor,
-    batches: &[Vec<(String, Value)>],
+    batches: &dyn CalibrationData,
     setting: &CalibrationSetting,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<usize> {
-    let batches = &batches[..setting.steps.map_or(batches.len(), |s| s.min(batches.len()))];
+    let count = setting.steps.map_or(batches.batch_count(), |s| s.min(batches.batch_count()));
     let mut activations: HashMap<Key, Box<dyn Observer>> = HashMap::new();
     for (key, name, value) in slots(graph) {
         if value.is_some() {
@@ -151,7 +152,7 @@ pub fn calibrate_activations(
     if activations.is_empty() {
         return Ok(0);
     }
-    if batches.is_empty() {
+    if count == 0 {
         return Err(QuantError::InvalidOption {
             observer: "calibration".into(),
             message: "the calibration set is empty: give at least one batch".into(),
@@ -166,15 +167,14 @@ pub fn calibrate_activations(
             }
         }
         let task = format!("calibration pass {}/{passes}", pass + 1);
-        for (i, batch) in batches.iter().enumerate() {
-            exec.run(batch.clone(), &mut [&mut hook]).map_err(|e| QuantError::InvalidOption {
-                observer: "calibration".into(),
-                message: format!("batch {i}: {e}"),
-            })?;
+        for i in 0..count {
+            let batch = batches.batch(i, exec.device()).map_err(|message| QuantError::Batch { batch: i, message })?;
+            exec.run(batch, &mut [&mut hook])
+                .map_err(|e| QuantError::Batch { batch: i, message: format!("the model failed: {e}") })?;
             if let Some(e) = hook.error.take() {
                 return Err(e);
             }
-            progress(&task, i + 1, batches.len());
+            progress(&task, i + 1, count);
         }
     }
     let mut calibrated = 0;
@@ -187,7 +187,8 @@ pub fn calibrate_activations(
     Ok(calibrated)
 }
 
-/// Sets every `PassiveInit` bias config (input 2 of Conv/ConvTranspose/Gemm) to
+/// Sets every `PassiveInit` bias config (the bias slot of the operator-role table: Conv's,
+/// ConvTranspose's and Gemm's input 2) to
 /// `s_in · s_w[c]` with zero offset, where `s_in` is the *effective* input scale (the
 /// dominator's, after [`sync_dominated`]). A bias whose input or weight has no scale (not
 /// quantized) is left in float (`Fp32`). Returns how many biases were derived.
@@ -198,17 +199,27 @@ pub fn derive_biases(graph: &mut Graph) -> Result<usize> {
     for id in ids {
         let op = graph.operation(id)?;
         let Some(cfg) = &op.quant_config else { continue };
-        let Some(Some(bias)) = cfg.input_configs.get(2) else { continue };
+        let roles = op_roles(op);
+        let (Some(bias_slot), Some(data_slot), Some((weight_slot, ..))) =
+            (roles.bias(), roles.first_data(), roles.weight())
+        else {
+            continue;
+        };
+        let Some(Some(bias)) = cfg.input_configs.get(bias_slot) else { continue };
         if bias.state != QuantizationState::PassiveInit {
             continue;
         }
         let scale_of = |i: usize| {
             cfg.input_configs.get(i).and_then(|c| c.as_ref()).map(|c| c.scale.clone()).filter(|s| !s.is_empty())
         };
-        let (input_scale, weight_scales) = (scale_of(0), scale_of(1));
-        let channels =
-            op.inputs().get(2).copied().flatten().and_then(|v| graph.variable(v).ok()?.value.as_ref().map(|t| t.len()));
-        let Some(config) = config_mut(graph, (id, ConfigSide::Input, 2)) else { continue };
+        let (input_scale, weight_scales) = (scale_of(data_slot), scale_of(weight_slot));
+        let channels = op
+            .inputs()
+            .get(bias_slot)
+            .copied()
+            .flatten()
+            .and_then(|v| graph.variable(v).ok()?.value.as_ref().map(|t| t.len()));
+        let Some(config) = config_mut(graph, (id, ConfigSide::Input, bias_slot)) else { continue };
         let (Some(s_in), Some(s_w), Some(channels)) = (input_scale, weight_scales, channels) else {
             config.state = QuantizationState::Fp32;
             continue;

@@ -25,6 +25,9 @@ pub enum QuantError {
     InvalidOption { observer: String, message: String },
     #[error("unknown observer `{name}` (known: {})", .known.join(", "))]
     UnknownObserver { name: String, known: Vec<&'static str> },
+    /// A calibration batch could not be read, or the model failed to run on it.
+    #[error("calibration batch {batch}: {message}")]
+    Batch { batch: usize, message: String },
     #[error(transparent)]
     Ir(#[from] IrError),
 }

@@ -1,14 +1,16 @@
 //! Quantization core of mppq: quantizers that give each dispatched operation its configs
 //! ([`quantizer`]), calibration observers that turn observed values into scales and offsets
 //! ([`observer`]: minmax, percentile, kl, mse, isotone, constant, floating, hist), the calibration
-//! run over batches ([`calibrate`]) and error metrics ([`metrics`]). Planned: the platform
-//! registry that bundles dispatchers, quantizers, parsers and exporters.
+//! run over batches ([`calibrate`]) read from a stream of calibration data ([`data`]), and error
+//! metrics ([`metrics`]).
 
 pub mod calibrate;
+pub mod data;
 pub mod error;
 pub mod metrics;
 pub mod observer;
 pub mod quantizer;
 
+pub use data::{CalibrationData, Feeds};
 pub use error::{QuantError, Result};
 pub use observer::{OBSERVER_NAMES, Observer, ObserverOptions, create_observer};

@@ -104,6 +104,6 @@ fn empty_calibration_set_is_an_error() {
     dispatcher_by_name("allin").unwrap().dispatch(graph, &ctx).unwrap().apply(graph).unwrap();
     init_quantization(graph, &quantizer).unwrap();
     let exec = Executor::new(graph, &OpRegistry::builtin(), &device, &|_| 17).unwrap();
-    let err = calibrate(graph, &exec, &[], &CalibrationSetting::default(), |_, _, _| {}).unwrap_err();
+    let err = calibrate(graph, &exec, &Vec::new(), &CalibrationSetting::default(), |_, _, _| {}).unwrap_err();
     assert!(err.to_string().contains("calibration set is empty"), "{err}");
 }

@@ -9,11 +9,15 @@
 //! - a quantizer, [`DspQuantizer`]: symmetric per-tensor int8, power-of-two scales;
 //! - an operator implementation, [`DspRelu`]: the DSP's own Relu kernel, used whenever this
 //!   platform is simulated (it counts its calls so the test can see it ran);
-//! - the platform, [`ExampleDsp`], bundling them (parser and exporter: the defaults).
+//! - an exporter, [`ShiftTable`] (`dsp-shifts`): the DSP's table of right shifts (`-log2(scale)`)
+//!   per quantized tensor, as `dsp_shifts.txt`;
+//! - the platform, [`ExampleDsp`], bundling them (parser: the default; exporters: the QDQ model
+//!   and its own table).
 
 use mppq_api::dispatch::analysis::{Proposal, finalize, prepare};
 use mppq_api::dispatch::{Dispatch, DispatchContext, DispatchError, Dispatcher, register_dispatcher};
 use mppq_api::exec::{Kernel, KernelContext, OpNode, OpRegistry, Tensor, Value};
+use mppq_api::export::{Artifact, ExportOptions, Exporter, NoOptions, parse_options};
 use mppq_api::ir::quant::{
     OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, QuantizationState, TargetPrecision,
     TensorQuantConfig,
@@ -22,12 +26,15 @@ use mppq_api::ir::{Graph, OpId};
 use mppq_api::quant::quantizer::Quantizer;
 use mppq_api::{Platform, QuantizerOptions};
 use std::collections::HashMap;
+use std::fmt::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Registers the dispatcher and the platform (call once; a second call reports "already registered").
 pub fn register() -> mppq_api::Result<()> {
     register_dispatcher(Arc::new(ConvOnly))?;
+    mppq_api::register_exporter(Arc::new(ShiftTable))?;
     mppq_api::register_platform(Arc::new(ExampleDsp))
 }
 
@@ -140,7 +147,49 @@ impl Platform for ExampleDsp {
         Ok(Box::new(DspQuantizer))
     }
 
+    fn exporters(&self) -> Vec<String> {
+        vec!["qdq".into(), "dsp-shifts".into()]
+    }
+
     fn register_operators(&self, registry: &mut OpRegistry) {
         registry.register("", "Relu", 1, Arc::new(|_: &OpNode<'_>| Ok(Box::new(DspRelu) as Box<dyn Kernel>)));
+    }
+}
+
+/// The DSP's shift table: one line `tensor shift` per quantized 8-bit tensor, where the DSP
+/// computes `x >> shift` for a scale of `2^-shift`.
+pub struct ShiftTable;
+
+impl Exporter for ShiftTable {
+    fn name(&self) -> &str {
+        "dsp-shifts"
+    }
+
+    fn description(&self) -> &str {
+        "example: the DSP's right-shift per quantized tensor (dsp_shifts.txt)"
+    }
+
+    fn check_options(&self, options: &ExportOptions) -> mppq_api::Result<()> {
+        parse_options::<NoOptions>(self.name(), options).map(|_| ())
+    }
+
+    fn export(&self, model: &mppq_api::ir::Model, _: &ExportOptions, dir: &Path) -> mppq_api::Result<Vec<Artifact>> {
+        let graph = &model.graph;
+        let mut table = String::new();
+        for (_, op) in graph.operations() {
+            let Some(config) = &op.quant_config else { continue };
+            for (c, var) in config.output_configs.iter().zip(op.outputs()) {
+                if let (Some(c), Some(var)) = (c, var)
+                    && c.num_of_bits == 8
+                    && c.state.is_active()
+                {
+                    let _ = writeln!(table, "{} {}", graph.var_name(*var), -c.scale[0].log2());
+                }
+            }
+        }
+        let path = dir.join("dsp_shifts.txt");
+        std::fs::write(&path, table)
+            .map_err(|source| mppq_api::ApiError::Io { path: path.display().to_string(), source })?;
+        Ok(vec![Artifact::new("DSP shift table", path)])
     }
 }

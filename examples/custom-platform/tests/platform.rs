@@ -53,7 +53,17 @@ fn user_platform_quantizes_and_exports() {
     assert!(snr > 20.0, "SNR {snr:.2} dB");
 
     let dir = tempfile_dir();
-    q.export(&dir.join("model.qdq.onnx"), Some(&dir.join("quant.json"))).unwrap();
+    let files = q.export_to(&dir).unwrap();
+    let names: Vec<_> = files.iter().map(|a| a.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["model.qdq.onnx", "dsp_shifts.txt"], "the platform's own exporters ran");
+    let shifts = std::fs::read_to_string(dir.join("dsp_shifts.txt")).unwrap();
+    assert!(
+        shifts.lines().count() >= 3
+            && shifts
+                .lines()
+                .all(|l| l.split(' ').nth(1).is_some_and(|s| s.parse::<f32>().is_ok_and(|v| v.fract() == 0.0))),
+        "{shifts}"
+    );
     let exported = mppq_api::onnx::load_model(dir.join("model.qdq.onnx")).unwrap();
     assert!(exported.graph.operations().any(|(_, op)| op.op_type == "QuantizeLinear"));
 }

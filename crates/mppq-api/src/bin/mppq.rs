@@ -46,8 +46,9 @@ enum Command {
         #[arg(long)]
         quant_config: Option<PathBuf>,
     },
-    /// Quantize a model: writes OUT_DIR/model.qdq.onnx, OUT_DIR/quant.json and OUT_DIR/report.html,
-    /// and prints the graph-wise error summary.
+    /// Quantize a model: runs the exporters into OUT_DIR (by default model.qdq.onnx, quant.json,
+    /// model.float.onnx), writes OUT_DIR/report.html, lists every file written and prints the
+    /// graph-wise error summary.
     Quantize {
         model: PathBuf,
         #[command(flatten)]
@@ -73,6 +74,8 @@ enum Command {
     },
     /// List the registered platforms.
     Platforms,
+    /// List the registered exporters and their options.
+    Exporters,
 }
 
 /// Flags shared by `quantize` and `analyse`; each overrides the setting file.
@@ -120,6 +123,10 @@ struct QuantArgs {
     /// Compute device: cpu, or wgpu when built with the `wgpu` feature.
     #[arg(long)]
     device: Option<String>,
+    /// Exporter to run (repeatable; see `mppq exporters`); the platform's defaults when absent.
+    /// Options go in the setting file's `[export.NAME]` section.
+    #[arg(long = "export", value_name = "NAME")]
+    exporters: Vec<String>,
     /// More output: the dispatch table and each pass's report.
     #[arg(short, long, conflicts_with = "quiet")]
     verbose: bool,
@@ -160,6 +167,9 @@ impl QuantArgs {
         s.analysis.layerwise |= self.layerwise;
         if let Some(d) = &self.device {
             s.device = d.clone();
+        }
+        if !self.exporters.is_empty() {
+            s.exporters = Some(self.exporters.clone());
         }
         Ok(s)
     }
@@ -252,7 +262,23 @@ fn run(cli: Cli) -> Result<()> {
         Command::Platforms => {
             for name in mppq_api::platform::platform_names() {
                 let p = mppq_api::platform::platform_by_name(&name)?;
-                println!("{name:<12} {} (dispatcher: {})", p.description(), p.dispatcher());
+                println!(
+                    "{name:<12} {} (dispatcher: {}; exporters: {})",
+                    p.description(),
+                    p.dispatcher(),
+                    p.exporters().join(", ")
+                );
+            }
+        }
+        Command::Exporters => {
+            for name in mppq_api::export::exporter_names() {
+                let e = mppq_api::export::exporter_by_name(&name)?;
+                let options = e.default_options();
+                let options = options.as_object().filter(|o| !o.is_empty()).map(|o| {
+                    let list: Vec<String> = o.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                    format!(" [export.{name}]: {}", list.join(", "))
+                });
+                println!("{name:<12} {}{}", e.description(), options.unwrap_or_default());
             }
         }
     }

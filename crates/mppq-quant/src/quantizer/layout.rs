@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use mppq_ir::quant::{OperationQuantConfig, TensorQuantConfig};
-use mppq_ir::{Graph, OpId, Operation};
+use mppq_ir::{Graph, InputRole, OpId, op_roles};
 
 /// Operation types the built-in integer and FP8 quantizers configure.
 pub const COMMON_TYPES: [&str; 17] = [
@@ -40,45 +40,27 @@ pub enum SlotKind {
     Skip,
 }
 
-/// Which input slots carry quantizable data (the rest are shapes, scales, bounds).
-fn data_inputs(op_type: &str, count: usize) -> Vec<usize> {
-    match op_type {
-        "Conv" | "ConvTranspose" | "Gemm" => (0..count.min(2)).collect(),
-        "Add" | "Sub" | "Mul" | "MatMul" | "Concat" => (0..count).collect(),
-        _ => vec![0],
-    }
-}
-
-/// The output-channel axis of a weight, if the slot is one.
-fn weight_axis(op: &Operation, slot: usize, rank: usize) -> Option<usize> {
-    match (op.op_type.as_str(), slot) {
-        ("Conv", 1) => Some(0),
-        ("ConvTranspose", 1) => Some(1),
-        ("Gemm", 1) => Some(if op.attr_int("transB", 0).unwrap_or(0) != 0 { 0 } else { 1 }),
-        ("MatMul", 1) if rank >= 2 => Some(rank - 1),
-        _ => None,
-    }
-}
-
-/// The kind of input `slot` of operation `id`.
+/// The kind of input `slot` of operation `id`: its role in the operator-role table
+/// ([`mppq_ir::roles`]) applied to what the slot reads. A weight slot reading a float parameter is
+/// a weight (an activation when it has no channel axis, e.g. a rank-1 MatMul operand), read at
+/// run time it is an activation; a bias slot is a bias only when it reads a float parameter;
+/// integer parameters, float parameters such as Clip's bounds, shapes and indices are skipped.
 pub fn input_kind(graph: &Graph, id: OpId, slot: usize) -> Result<SlotKind> {
     let op = graph.operation(id)?;
     let Some(Some(var)) = op.inputs().get(slot) else { return Ok(SlotKind::Skip) };
     let value = graph.variable(*var)?.value.as_ref();
-    let float_param = value.is_some_and(|t| t.dtype().is_float());
-    let int_param = value.is_some_and(|t| !t.dtype().is_float());
-    let computing = matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm");
-    Ok(if computing && slot == 2 && float_param {
-        SlotKind::Bias
-    } else if !data_inputs(&op.op_type, op.inputs().len()).contains(&slot) || int_param {
-        SlotKind::Skip
-    } else if let Some(t) = value.filter(|_| float_param) {
-        match weight_axis(op, slot, t.rank()) {
+    let float_param = value.filter(|t| t.dtype().is_float());
+    if value.is_some() && float_param.is_none() {
+        return Ok(SlotKind::Skip);
+    }
+    Ok(match (op_roles(op).input(slot), float_param) {
+        (InputRole::Bias, Some(_)) => SlotKind::Bias,
+        (InputRole::Weight { axis, .. }, Some(t)) => match axis.resolve(t.rank()) {
             Some(axis) => SlotKind::Weight { axis: Some(axis) },
             None => SlotKind::Activation,
-        }
-    } else {
-        SlotKind::Activation
+        },
+        (InputRole::Data | InputRole::Weight { .. }, _) => SlotKind::Activation,
+        (InputRole::Bias | InputRole::Parameter | InputRole::ShapeOrIndex, _) => SlotKind::Skip,
     })
 }
 

@@ -1,0 +1,35 @@
+//! `qdq`: the float ONNX model with QuantizeLinear/DequantizeLinear pairs that ONNX Runtime (and
+//! every QDQ-reading runtime) loads, as `model.qdq.onnx`. Options (`[export.qdq]`):
+//! `mppq_onnx::export::qdq::QdqOptions`.
+
+use super::{Artifact, ExportOptions, Exporter, parse_options};
+use crate::error::Result;
+use mppq_ir::Model;
+use mppq_onnx::export::qdq::{QdqOptions, export_qdq};
+use std::path::Path;
+
+pub struct Qdq;
+
+/// The file name the `qdq` exporter writes.
+pub const FILE: &str = "model.qdq.onnx";
+
+impl Exporter for Qdq {
+    fn name(&self) -> &str {
+        "qdq"
+    }
+    fn description(&self) -> &str {
+        "QDQ ONNX (model.qdq.onnx): QuantizeLinear/DequantizeLinear around every quantized tensor, integer weights"
+    }
+    fn default_options(&self) -> ExportOptions {
+        serde_json::to_value(QdqOptions::default()).unwrap_or_default()
+    }
+    fn check_options(&self, options: &ExportOptions) -> Result<()> {
+        parse_options::<QdqOptions>(self.name(), options).map(|_| ())
+    }
+    fn export(&self, model: &Model, options: &ExportOptions, dir: &Path) -> Result<Vec<Artifact>> {
+        let options: QdqOptions = parse_options(self.name(), options)?;
+        let path = dir.join(FILE);
+        mppq_onnx::save_model(&export_qdq(model, &options)?, &path, &Default::default())?;
+        Ok(vec![Artifact::new("quantized model", path)])
+    }
+}

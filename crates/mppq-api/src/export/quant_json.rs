@@ -1,0 +1,32 @@
+//! `quant-json`: every operation's precision and every quantized tensor's parameters as
+//! `quant.json` (schema in `docs/export.md`), which `--quant-config` applies back to the float
+//! model without recalibrating. No options.
+
+use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options};
+use crate::error::Result;
+use mppq_ir::Model;
+use mppq_onnx::export::quant_json::write_quant_json;
+use std::path::Path;
+
+pub struct QuantJson;
+
+/// The file name the `quant-json` exporter writes.
+pub const FILE: &str = "quant.json";
+
+impl Exporter for QuantJson {
+    fn name(&self) -> &str {
+        "quant-json"
+    }
+    fn description(&self) -> &str {
+        "quantization parameters as JSON (quant.json): every op's precision, every tensor's scale/offset"
+    }
+    fn check_options(&self, options: &ExportOptions) -> Result<()> {
+        parse_options::<NoOptions>(self.name(), options).map(|_| ())
+    }
+    fn export(&self, model: &Model, options: &ExportOptions, dir: &Path) -> Result<Vec<Artifact>> {
+        self.check_options(options)?;
+        let path = dir.join(FILE);
+        write_quant_json(model, &path)?;
+        Ok(vec![Artifact::new("quantization parameters", path)])
+    }
+}

@@ -1,0 +1,96 @@
+//! Weights and biases by role: an operation's weight and bias (found through the operator-role
+//! table, `mppq_ir::roles`) as `f32` views a pass can read and change, then write back into the
+//! initializer in its own element type. Equalization, bias correction and AdaRound work on these.
+//!
+//! A parameter shared by several operations is one initializer: writing it changes every reader.
+//! Build a new executor after writing (an executor holds its own copy of the initializers).
+
+use crate::error::{InPass, PassError, Result};
+use mppq_ir::{Graph, OpId, TensorData, VarId, op_roles};
+
+/// One float parameter as `f32` values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamView {
+    pub var: VarId,
+    pub name: String,
+    pub shape: Vec<usize>,
+    /// Row-major values.
+    pub values: Vec<f32>,
+    /// The output-channel axis (weights with one; biases: 0).
+    pub channel_axis: Option<usize>,
+}
+
+impl ParamView {
+    /// The number of output channels (1 without a channel axis).
+    pub fn channels(&self) -> usize {
+        self.channel_axis.map_or(1, |a| self.shape[a])
+    }
+
+    /// The channel of flat element `index`.
+    pub fn channel_of(&self, index: usize) -> usize {
+        match self.channel_axis {
+            Some(a) => (index / self.shape[a + 1..].iter().product::<usize>().max(1)) % self.shape[a],
+            None => 0,
+        }
+    }
+
+    /// Multiplies every element of channel `c` by `factors[c]`.
+    pub fn scale_channels(&mut self, factors: &[f32]) {
+        for i in 0..self.values.len() {
+            let c = self.channel_of(i);
+            self.values[i] *= factors[c];
+        }
+    }
+}
+
+/// The weight and bias of one operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpParams {
+    pub weight: Option<ParamView>,
+    pub bias: Option<ParamView>,
+}
+
+fn view(graph: &Graph, var: VarId, channel_axis: Option<usize>) -> Result<Option<ParamView>> {
+    let v = graph.variable(var).in_pass("params")?;
+    let Some(t) = v.value.as_ref().filter(|t| t.dtype().is_float()) else { return Ok(None) };
+    let values = t.to_f32_vec().in_pass("params")?;
+    Ok(Some(ParamView { var, name: v.name.clone(), shape: t.shape().to_vec(), values, channel_axis }))
+}
+
+/// The weight (a float initializer in the op's weight slot, with its channel axis) and bias (a
+/// float initializer in its bias slot) of `op`; `None` where the slot is empty or computed at run
+/// time.
+pub fn op_params(graph: &Graph, op: OpId) -> Result<OpParams> {
+    let o = graph.operation(op).in_pass("params")?;
+    let roles = op_roles(o);
+    let slot_var = |slot: usize| o.inputs().get(slot).copied().flatten();
+    let weight = match roles.weight().and_then(|(slot, axis, _)| Some((slot_var(slot)?, axis))) {
+        Some((var, axis)) => {
+            let rank = graph.variable(var).in_pass("params")?.value.as_ref().map_or(0, TensorData::rank);
+            view(graph, var, axis.resolve(rank))?
+        }
+        None => None,
+    };
+    let bias = match roles.bias().and_then(slot_var) {
+        Some(var) => view(graph, var, Some(0))?,
+        None => None,
+    };
+    Ok(OpParams { weight, bias })
+}
+
+/// Writes `view`'s values back into its initializer, in the initializer's element type and shape.
+pub fn write_param(graph: &mut Graph, view: &ParamView) -> Result<()> {
+    let v = graph.variable_mut(view.var).in_pass("params")?;
+    let Some(old) = v.value.as_ref() else {
+        return Err(PassError::Invalid { pass: "params", message: format!("`{}` is not an initializer", view.name) });
+    };
+    if old.shape() != view.shape.as_slice() {
+        return Err(PassError::Invalid {
+            pass: "params",
+            message: format!("`{}`: shape {:?} written over {:?}", view.name, view.shape, old.shape()),
+        });
+    }
+    let data = TensorData::from_f32_as(old.dtype(), view.shape.clone(), &view.values).in_pass("params")?;
+    v.value = Some(data);
+    Ok(())
+}

@@ -54,6 +54,8 @@ pub mod quant_alignment;
 pub mod quant_fusion;
 pub mod redundant_quant_simplify;
 pub mod runtime_calibration;
+#[cfg(test)]
+mod runtime_tests;
 pub mod setting;
 mod slots;
 pub mod statistics;

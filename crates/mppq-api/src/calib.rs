@@ -112,6 +112,16 @@ fn check_finite(file: &Path, name: &str, data: &TensorData) -> Result<()> {
     Ok(())
 }
 
+/// The set as a stream for the passes: each batch becomes device tensors only when asked for.
+impl mppq_quant::CalibrationData for CalibrationSet {
+    fn batch_count(&self) -> usize {
+        self.len()
+    }
+    fn batch(&self, index: usize, device: &Device) -> std::result::Result<mppq_quant::Feeds, String> {
+        self.feeds(index, device).map_err(|e| e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,15 +177,5 @@ mod tests {
         crate::npy::write_npy(&path, &data).unwrap();
         let err = CalibrationSet::from_path(&model, dir.path(), None).unwrap_err().to_string();
         assert!(err.contains("b0.npy") && err.contains(&input) && err.contains("NaN"), "{err}");
-    }
-}
-
-/// The set as a stream for the passes: each batch becomes device tensors only when asked for.
-impl mppq_quant::CalibrationData for CalibrationSet {
-    fn batch_count(&self) -> usize {
-        self.len()
-    }
-    fn batch(&self, index: usize, device: &Device) -> std::result::Result<mppq_quant::Feeds, String> {
-        self.feeds(index, device).map_err(|e| e.to_string())
     }
 }

@@ -5,8 +5,9 @@
 pub enum ApiError {
     #[error(transparent)]
     Onnx(#[from] mppq_onnx::OnnxError),
+    /// Boxed: an executor error is large, and every API call returns this type.
     #[error(transparent)]
-    Exec(#[from] mppq_exec::ExecError),
+    Exec(Box<mppq_exec::ExecError>),
     #[error(transparent)]
     Ir(#[from] mppq_ir::IrError),
     #[error("`{file}`: {message}")]
@@ -34,5 +35,11 @@ pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 impl ApiError {
     pub(crate) fn data(file: &std::path::Path, message: impl Into<String>) -> Self {
         ApiError::Data { file: file.display().to_string(), message: message.into() }
+    }
+}
+
+impl From<mppq_exec::ExecError> for ApiError {
+    fn from(e: mppq_exec::ExecError) -> Self {
+        ApiError::Exec(Box::new(e))
     }
 }

@@ -95,7 +95,8 @@ fn operators() -> &'static OperatorMap {
 
 /// Registers a platform; a name already taken is an error (built-ins cannot be replaced by accident).
 pub fn register_platform(platform: Arc<dyn Platform>) -> Result<()> {
-    PLATFORMS.register(&platform.name().to_string(), platform)
+    let name = platform.name().to_string();
+    PLATFORMS.register(&name, platform)
 }
 
 /// The platform called `name`; the error lists the known ones.

@@ -74,10 +74,14 @@ mod tests {
 
     #[test]
     fn toml_and_json_round_trip() {
-        let mut s = QuantizeSetting::default();
-        s.platform = "lowbit".into();
+        let mut s = QuantizeSetting {
+            platform: "lowbit".into(),
+            ignore: vec!["Softmax".into()],
+            exporters: Some(vec!["qdq".into()]),
+            ..Default::default()
+        };
         s.quantizer.bits = Some(4);
-        s.ignore = vec!["Softmax".into()];
+        s.export.insert("qdq".into(), serde_json::json!({"weights_as_integers": false, "min_opset": 17}));
         let dir = tempfile::tempdir().unwrap();
         let toml_path = dir.path().join("s.toml");
         std::fs::write(&toml_path, s.to_toml().unwrap()).unwrap();

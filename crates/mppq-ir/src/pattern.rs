@@ -25,7 +25,7 @@ impl Pattern {
     /// Matches operations whose type is one of `types` (default domain or any domain).
     pub fn op_type(types: &[&str]) -> Self {
         let types: Vec<String> = types.iter().map(|s| s.to_string()).collect();
-        Self::predicate(move |_, _, op| types.iter().any(|t| *t == op.op_type))
+        Self::predicate(move |_, _, op| types.contains(&op.op_type))
     }
 
     /// Matches operations for which `f` returns true.

@@ -144,13 +144,12 @@ impl BlockRunner {
     /// Runs the block on cached entry `index` (not the batch number: see [`Self::batches`]) with
     /// `hooks` (a `QuantSimulation` over [`Self::graph`] simulates the block); returns the
     /// block's outputs by name.
-    pub fn run(&self, index: usize, hooks: &mut [&mut dyn ExecHook]) -> mppq_exec::Result<Vec<(String, Value)>> {
-        let entry = self.cache.get(index).ok_or_else(|| mppq_exec::ExecError::Op {
-            node: "block".into(),
-            op_type: "block".into(),
+    pub fn run(&self, index: usize, hooks: &mut [&mut dyn ExecHook]) -> Result<Vec<(String, Value)>> {
+        let entry = self.cache.get(index).ok_or_else(|| PassError::Invalid {
+            pass: "block",
             message: format!("no cached entry {index} (there are {})", self.cache.len()),
         })?;
         let feeds = self.input_names.iter().cloned().zip(entry.iter().cloned()).collect();
-        self.exec.run(feeds, hooks)
+        self.exec.run(feeds, hooks).in_pass("block")
     }
 }

@@ -13,7 +13,8 @@ pub enum PassError {
     #[error("pass `{pass}`: {source}")]
     Ir { pass: &'static str, source: IrError },
     #[error("pass `{pass}`: {source}")]
-    Exec { pass: &'static str, source: ExecError },
+    /// Boxed: an executor error is large, and every pass returns this type.
+    Exec { pass: &'static str, source: Box<ExecError> },
     #[error("pass `{pass}`: {source}")]
     Quant { pass: &'static str, source: QuantError },
     #[error("pass `{pass}`: {source}")]
@@ -37,7 +38,7 @@ impl<T> InPass<T> for std::result::Result<T, IrError> {
 
 impl<T> InPass<T> for std::result::Result<T, ExecError> {
     fn in_pass(self, pass: &'static str) -> Result<T> {
-        self.map_err(|source| PassError::Exec { pass, source })
+        self.map_err(|source| PassError::Exec { pass, source: Box::new(source) })
     }
 }
 

@@ -109,7 +109,7 @@ fn share(graph: &mut Graph, master: ConfigLocation, members: &[ConfigLocation], 
 impl QuantAlignment {
     fn is_relay(&self, op: &Operation) -> bool {
         match &self.pooling_types {
-            Some(types) => types.iter().any(|t| *t == op.op_type),
+            Some(types) => types.contains(&op.op_type),
             None => op_roles(op).is(OpClass::Relay),
         }
     }

@@ -41,7 +41,7 @@ impl Pass for QuantFusion {
             }
             let act_op = graph.operation(*act).in_pass(self.name())?;
             let reads_first = act_op.inputs().first() == Some(&Some(*out));
-            if !reads_first || !self.activations.iter().any(|a| *a == act_op.op_type) {
+            if !reads_first || !self.activations.contains(&act_op.op_type) {
                 continue;
             }
             let ready = |loc| config_at(graph, loc).is_some_and(|c| c.state == QuantizationState::Initial);

@@ -295,10 +295,8 @@ fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
             println!("pass {r}");
         }
     }
-    if !quiet {
-        if let Some(report) = &job.analysis {
-            print!("{}", mppq_api::analyse::render_table(report, 100));
-        }
+    if !quiet && let Some(report) = &job.analysis {
+        print!("{}", mppq_api::analyse::render_table(report, 100));
     }
     for (what, path) in &job.files {
         println!("{what}: {}", path.display());

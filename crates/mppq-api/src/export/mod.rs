@@ -86,7 +86,8 @@ static EXPORTERS: Registry<dyn Exporter> = Registry::new("exporter", builtin);
 
 /// Registers an exporter; a name already taken is an error.
 pub fn register_exporter(exporter: Arc<dyn Exporter>) -> Result<()> {
-    EXPORTERS.register(&exporter.name().to_string(), exporter)
+    let name = exporter.name().to_string();
+    EXPORTERS.register(&name, exporter)
 }
 
 /// The exporter called `name`; the error lists the known ones.

@@ -142,12 +142,12 @@ fn plan_fold(graph: &Graph, op_id: OpId, bn_id: OpId) -> Result<Option<FoldPlan>
 
 fn apply(graph: &mut Graph, op_id: OpId, bn_id: OpId, plan: FoldPlan) -> Result<()> {
     let op = graph.operation(op_id)?;
-    let w_id = op.inputs()[1].ok_or_else(|| IrError::UnknownOperation(op_id.0))?;
+    let w_id = op.inputs()[1].ok_or(IrError::UnknownOperation(op_id.0))?;
     let old_bias = op.inputs().get(2).copied().flatten();
-    let conv_out = op.outputs()[0].ok_or_else(|| IrError::UnknownOperation(op_id.0))?;
+    let conv_out = op.outputs()[0].ok_or(IrError::UnknownOperation(op_id.0))?;
     let bn = graph.operation(bn_id)?;
     let bn_name = bn.name.clone();
-    let bn_out = bn.outputs()[0].ok_or_else(|| IrError::UnknownOperation(bn_id.0))?;
+    let bn_out = bn.outputs()[0].ok_or(IrError::UnknownOperation(bn_id.0))?;
 
     graph.variable_mut(w_id)?.value = Some(plan.weight);
     // Reuse the bias initializer only if nobody else reads it.

@@ -1,6 +1,8 @@
 //! Repository rules, checked as plain tests: every module opens with a `//!` line, the crate
 //! stack is respected (a crate depends only on crates to its left), internal dependencies carry
-//! versions (so the crates can be published), and no test expects a panic (errors are asserted as values).
+//! versions (so the crates can be published), manifests declare the dependencies the code really
+//! has (test-only ones as dev-dependencies), and no test expects a panic (errors are asserted as
+//! values).
 
 use crate::proto::workspace_root;
 use std::path::{Path, PathBuf};
@@ -98,4 +100,58 @@ fn no_should_panic_tests() {
         .map(|p| p.display().to_string())
         .collect();
     assert!(offenders.is_empty(), "tests must assert errors, not panics: {offenders:?}");
+}
+
+/// Names in one dependency section (`[dependencies]`, `[dev-dependencies]`) of a manifest.
+fn section_deps(manifest: &str, wanted: &str) -> Vec<String> {
+    let mut section = String::new();
+    let mut deps = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+        } else if section == wanted
+            && let Some(name) = line.split(['=', '.', ' ']).next().filter(|n| !n.is_empty() && !n.starts_with('#'))
+        {
+            deps.push(name.to_string());
+        }
+    }
+    deps
+}
+
+fn mentions(files: &[PathBuf], krate: &str) -> bool {
+    let ident = krate.replace('-', "_");
+    files.iter().any(|p| {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        text.contains(&format!("{ident}::"))
+            || text.contains(&format!("use {ident}"))
+            || text.contains(&format!("{ident} as"))
+    })
+}
+
+/// A crate's `[dependencies]` are what its library and binaries use; what only tests, examples
+/// and doc examples use is a dev-dependency (so users do not compile, say, Burn for a doc example).
+#[test]
+fn manifests_declare_the_dependencies_the_code_has() {
+    let root = workspace_root();
+    let mut problems = Vec::new();
+    for krate in STACK {
+        let dir = root.join("crates").join(krate);
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        let mut code = Vec::new();
+        rust_files(&dir.join("src"), &mut code);
+        // Code of the library and binaries: no `#[cfg(test)]` modules' files and no doc comments.
+        let code: Vec<PathBuf> = code
+            .into_iter()
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                !(name == "tests.rs" || name.ends_with("_tests.rs") || name == "test_graphs.rs")
+            })
+            .collect();
+        for dep in section_deps(&manifest, "dependencies") {
+            if !mentions(&code, &dep) {
+                problems.push(format!("{krate}: `{dep}` is a dependency, but only tests or docs use it (or nothing)"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

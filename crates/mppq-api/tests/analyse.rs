@@ -2,6 +2,8 @@
 //! the running sums equal metrics on full outputs, layer-wise ranks a deliberately coarse layer
 //! first, samples respect their cap, reports are well-formed and NaN is a typed error.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_api::ApiError;
 use mppq_api::analyse::{
     AnalyseSetting, AnalysisReport, analyse, graphwise_error, layers_to_analyse, layerwise_error, render_html,

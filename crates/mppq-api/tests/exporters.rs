@@ -2,6 +2,8 @@
 //! exporter (they were ignored by `mppq quantize` before the registry), `exporters = [...]`
 //! picks what is written, and bad export settings are refused before any calibration.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_api::QuantizeSetting;
 use mppq_api::quantize::quantize_to_dir;
 use std::path::PathBuf;

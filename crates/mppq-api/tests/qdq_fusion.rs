@@ -2,6 +2,8 @@
 //! DQ → Conv [→ Relu] → Q into one QLinearConv, and the fused model then computes exactly what the
 //! quantization simulation computes (its integer-exact Conv path models the same kernel).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_api::exec::{BurnFakeQuant, Executor, OpRegistry, QuantSimulation};
 use mppq_api::{QuantizeSetting, quantize_onnx_model};
 use std::path::PathBuf;

@@ -4,6 +4,8 @@
 //! Runtime matches the simulation within one output step. The full check is `cargo xtask
 //! qdq-check`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_dispatch::{DispatchContext, TargetPrecision, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
 use mppq_ir::{Graph, Model, VarId};

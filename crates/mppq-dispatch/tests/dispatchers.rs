@@ -2,6 +2,8 @@
 //! undeclared type is quantized, the ignored scope holds, and conservative/aggressive differ
 //! where they should, with the reasons.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_dispatch::{
     Dispatch, DispatchContext, DispatchError, Dispatcher, IgnoredScope, TargetPrecision, dispatcher_by_name,
     dispatcher_names, register_dispatcher,

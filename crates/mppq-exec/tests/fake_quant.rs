@@ -3,6 +3,8 @@
 //! trips with a brute-force nearest-value reference, ONNX QuantizeLinear→DequantizeLinear run
 //! by the executor, and input fake-quant in plain forward.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_exec::fake_quant::{FloatFormat, KernelPath, fake_quant_with, is_power_of_two};
 use mppq_exec::{
     BurnFakeQuant, Device, ExecError, Executor, FakeQuantizer, OpRegistry, QuantSimulation, Tensor, Value,

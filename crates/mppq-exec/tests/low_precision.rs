@@ -3,6 +3,8 @@
 //! (ties to even, `saturate`, E8M0 `round_mode`), Q/DQ use them, data movement keeps their type,
 //! and every other operator refuses them with a typed error.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_exec::{Device, ExecError, Executor, OpRegistry, Tensor, Value};
 use mppq_ir::{Attribute, DataType, Graph, Operation, TensorData};
 

@@ -2,6 +2,8 @@
 //! poisons the device, so every later run is a typed error instead of possibly wrong numbers.
 //! (Own test binary: the poisoning is process-wide.)
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_exec::{Device, ExecError, Executor, Kernel, KernelContext, OpRegistry, Tensor, Value};
 use mppq_ir::{Graph, Operation};
 use std::sync::Arc;

@@ -2,6 +2,8 @@
 //! the quantizer's declared types and precision, then `init_quantization` succeeds (a
 //! dispatcher never hands a quantizer a type it does not declare) and every config is valid.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_dispatch::{DispatchContext, dispatcher_by_name, dispatcher_names};
 use mppq_ir::quant::QuantizationState;
 use mppq_quant::quantizer::{QUANTIZER_NAMES, init_quantization, quantizer_by_name};

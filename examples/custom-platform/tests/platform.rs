@@ -3,6 +3,8 @@
 //! quantized, every scale is a power of two, the DSP's Relu kernel ran, and the simulation stays
 //! close to float.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
 use mppq_api::exec::{BurnFakeQuant, QuantSimulation};
 use mppq_api::ir::quant::TargetPrecision;
 use mppq_api::{QuantizeSetting, quantize_onnx_model};

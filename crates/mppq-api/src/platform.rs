@@ -32,8 +32,8 @@ pub struct QuantizerOptions {
     pub per_channel: Option<bool>,
     /// Symmetric (true) or asymmetric (false) activations.
     pub symmetric: Option<bool>,
-    /// Activation observer: minmax, percentile, kl, mse, isotone, floating, hist.
-    pub observer: Option<String>,
+    /// Activation observer: minmax, percentile, kl, mse, isotone, constant, floating, hist.
+    pub observer: Option<mppq_ir::quant::ObserverKind>,
 }
 
 impl QuantizerOptions {

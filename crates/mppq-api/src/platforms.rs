@@ -40,8 +40,8 @@ impl Platform for OnnxRuntime {
             }
             q.weight_bits = bits;
         }
-        if let Some(observer) = &o.observer {
-            q.observer = observer.clone();
+        if let Some(observer) = o.observer {
+            q.observer = observer;
         }
         Ok(Box::new(q))
     }
@@ -60,8 +60,8 @@ impl Platform for TensorRt {
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
         o.refuse(self.name(), &["bits", "weight_bits", "per_channel", "symmetric"])?;
         let mut q = TensorRtQuantizer::default();
-        if let Some(observer) = &o.observer {
-            q.observer = observer.clone();
+        if let Some(observer) = o.observer {
+            q.observer = observer;
         }
         Ok(Box::new(q))
     }
@@ -91,8 +91,8 @@ impl Platform for LowBit {
         if let Some(symmetric) = o.symmetric {
             q.activation_symmetric = symmetric;
         }
-        if let Some(observer) = &o.observer {
-            q.observer = observer.clone();
+        if let Some(observer) = o.observer {
+            q.observer = observer;
         }
         q.validate().map_err(|e| ApiError::Setting(format!("platform `lowbit`: {e}")))?;
         Ok(Box::new(q))

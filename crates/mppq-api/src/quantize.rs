@@ -53,9 +53,7 @@ impl ModelQuantizer {
         let quantizer: Arc<dyn Quantizer> = platform.quantizer(&setting.quantizer)?.into();
         let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
         dispatcher_by_name(&dispatcher)?;
-        let device = Device::by_name(&setting.device).ok_or_else(|| {
-            ApiError::Setting(format!("unknown device `{}` (cpu, or wgpu when built with it)", setting.device))
-        })?;
+        let device = setting.device.device()?;
         let registry = operator_registry(platform.as_ref());
         let exporters = resolve_exporters(&setting, &platform.exporters())?;
         Ok(Self {

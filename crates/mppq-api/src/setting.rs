@@ -21,8 +21,8 @@ pub struct QuantizeSetting {
     pub quantizer: QuantizerOptions,
     /// Operation types or name globs kept in FP32.
     pub ignore: Vec<String>,
-    /// Compute device: `cpu`, or `wgpu` when built with that feature.
-    pub device: String,
+    /// Compute device.
+    pub device: DeviceKind,
     /// Pass pipeline knobs (fusion, calibration, alignment, baking, ...).
     pub pipeline: mppq_passes::PipelineSetting,
     /// Exporters to run (`mppq exporters` lists them); the platform's defaults when absent.
@@ -40,11 +40,40 @@ impl Default for QuantizeSetting {
             dispatcher: None,
             quantizer: QuantizerOptions::default(),
             ignore: Vec::new(),
-            device: "cpu".into(),
+            device: DeviceKind::Cpu,
             pipeline: Default::default(),
             exporters: None,
             export: BTreeMap::new(),
             analysis: Default::default(),
+        }
+    }
+}
+
+/// The compute device of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// Burn's `flex` CPU backend (with our CPU kernels).
+    #[default]
+    #[serde(alias = "flex")]
+    #[value(alias = "flex")]
+    Cpu,
+    /// The default GPU adapter through wgpu (a build with `mppq-exec`'s `wgpu` feature).
+    #[serde(alias = "gpu")]
+    #[value(alias = "gpu")]
+    Wgpu,
+}
+
+impl DeviceKind {
+    /// The device; `wgpu` in a build without the GPU backend is an error that says so.
+    pub fn device(self) -> Result<mppq_exec::Device> {
+        match self {
+            Self::Cpu => Ok(mppq_exec::Device::cpu()),
+            Self::Wgpu => mppq_exec::Device::by_name("wgpu").ok_or_else(|| {
+                ApiError::Setting(
+                    "device `wgpu`: this build has no GPU backend (build with the `wgpu` feature of mppq-exec)".into(),
+                )
+            }),
         }
     }
 }

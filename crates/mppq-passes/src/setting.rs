@@ -3,6 +3,7 @@
 
 use crate::error::{PassError, Result};
 use crate::quant_alignment::{ConcatMode, QuantAlignment};
+use mppq_ir::quant::ObserverKind;
 use mppq_quant::ObserverOptions;
 use mppq_quant::calibrate::CalibrationSetting;
 use serde::{Deserialize, Serialize};
@@ -53,7 +54,7 @@ impl Default for FusionSetting {
 #[serde(deny_unknown_fields, default)]
 pub struct CalibrationKnobs {
     /// Observer for every activation (default: each quantizer's choice).
-    pub observer: Option<String>,
+    pub observer: Option<ObserverKind>,
     /// Use at most this many calibration batches (default: all).
     pub steps: Option<usize>,
     /// `percentile` observer: fraction of values kept, in [0.5, 1].
@@ -116,7 +117,7 @@ impl Default for AlignmentSetting {
 }
 
 impl PipelineSetting {
-    /// Checks values serde cannot (ranges of numbers, observer names).
+    /// Checks values serde cannot (ranges of numbers).
     pub fn validate(&self) -> Result<()> {
         let c = &self.calibration;
         if !(0.5..=1.0).contains(&c.percentile) {
@@ -129,14 +130,6 @@ impl PipelineSetting {
             return Err(PassError::Setting(
                 "calibration.steps = 0: use at least 1, or leave it out for all batches".into(),
             ));
-        }
-        if let Some(name) = &c.observer
-            && !mppq_quant::OBSERVER_NAMES.contains(&name.as_str())
-        {
-            return Err(PassError::Setting(format!(
-                "calibration.observer = `{name}`: use one of {}",
-                mppq_quant::OBSERVER_NAMES.join(", ")
-            )));
         }
         Ok(())
     }

@@ -116,7 +116,7 @@ pub fn quantize_parameters(graph: &mut Graph, options: &ObserverOptions) -> Resu
         if !needs_calibration(config) {
             continue;
         }
-        let mut observer = create_observer(&config.observer, &name, config, options)?;
+        let mut observer = create_observer(config.observer, &name, config, options)?;
         let values = t.to_f32_vec()?;
         for pass in 0..observer.passes() {
             observer.begin_pass(pass)?;
@@ -146,17 +146,14 @@ pub fn calibrate_activations(
         }
         let Some(config) = config_mut(graph, key) else { continue };
         if needs_calibration(config) {
-            activations.insert(key, create_observer(&config.observer, &name, config, &setting.options)?);
+            activations.insert(key, create_observer(config.observer, &name, config, &setting.options)?);
         }
     }
     if activations.is_empty() {
         return Ok(0);
     }
     if count == 0 {
-        return Err(QuantError::InvalidOption {
-            observer: "calibration".into(),
-            message: "the calibration set is empty: give at least one batch".into(),
-        });
+        return Err(QuantError::EmptyCalibration);
     }
     let passes = activations.values().map(|o| o.passes()).max().unwrap_or(1);
     let mut hook = ObserveHook { observers: activations, error: None };

@@ -23,6 +23,19 @@ pub enum QuantError {
     ConfigMismatch { variable: String, observer: &'static str, message: String },
     #[error("observer `{observer}`: invalid option: {message}")]
     InvalidOption { observer: String, message: String },
+    /// A quantizer setting out of its range (`lowbit` with 9-bit weights).
+    #[error("quantizer `{quantizer}`: {setting} = {value}: {expected}")]
+    QuantizerSetting { quantizer: String, setting: &'static str, value: String, expected: String },
+    #[error("unknown quantizer `{name}` (known: {})", .known.join(", "))]
+    UnknownQuantizer { name: String, known: Vec<&'static str> },
+    /// A dispatcher sent an operation to a quantizer that does not declare its type.
+    #[error(
+        "operation `{op}` ({op_type}) was dispatched to {precision}, but quantizer `{quantizer}` does not declare that type"
+    )]
+    UndeclaredType { quantizer: String, op: String, op_type: String, precision: String },
+    /// Activations need calibration and no batch was given.
+    #[error("the calibration set is empty: give at least one batch")]
+    EmptyCalibration,
     #[error("unknown observer `{name}` (known: {})", .known.join(", "))]
     UnknownObserver { name: String, known: Vec<&'static str> },
     /// A calibration batch could not be read, or the model failed to run on it.

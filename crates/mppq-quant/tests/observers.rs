@@ -2,7 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
-use mppq_ir::quant::{QuantizationPolicy, QuantizationProperty as P, QuantizationState, TensorQuantConfig};
+use mppq_ir::quant::{
+    ObserverKind, QuantizationPolicy, QuantizationProperty as P, QuantizationState, TensorQuantConfig,
+};
 use mppq_quant::observer::fp8_round;
 use mppq_quant::observer::range::{MIN_SCALE, fake_quant};
 use mppq_quant::{OBSERVER_NAMES, ObserverOptions, QuantError, create_observer};
@@ -31,6 +33,11 @@ impl Rng {
         let u = self.uniform() - 0.5;
         -u.signum() * (1.0 - 2.0 * u.abs()).ln()
     }
+}
+
+/// The observer kind called `name`.
+fn obs(name: &str) -> ObserverKind {
+    name.parse().unwrap()
 }
 
 fn gaussian(n: usize, seed: u64) -> Vec<f32> {
@@ -64,7 +71,7 @@ fn fp8(e: u32, m: u32, max: i64, axis: Option<usize>) -> TensorQuantConfig {
     c.mantissa_bits = m;
     c.quant_min = -max;
     c.quant_max = max;
-    c.observer = "floating".into();
+    c.observer = ObserverKind::Floating;
     c
 }
 
@@ -83,7 +90,7 @@ fn calibrate(
     options: &ObserverOptions,
     batches: &[(&[f32], &[usize])],
 ) -> Result<TensorQuantConfig, QuantError> {
-    let mut obs = create_observer(name, "act", config, options)?;
+    let mut obs = create_observer(obs(name), "act", config, options)?;
     for pass in 0..obs.passes() {
         obs.begin_pass(pass)?;
         for (v, s) in batches {
@@ -154,20 +161,24 @@ fn minmax_exact_symmetric_asymmetric_pow2() {
 fn registry_knows_every_name_and_rejects_others() {
     for name in OBSERVER_NAMES {
         let c = config_for(name, true, None);
-        let o = create_observer(name, "x", &c, &opts()).unwrap();
+        let o = create_observer(obs(name), "x", &c, &opts()).unwrap();
         assert_eq!(o.name(), name);
         assert_eq!(o.variable(), "x");
     }
-    let err = create_observer("nope", "x", &int(8, true), &opts()).unwrap_err();
-    assert!(matches!(err, QuantError::UnknownObserver { .. }));
-    assert!(err.to_string().contains("minmax"), "{err}");
+    let err = "nope".parse::<ObserverKind>().unwrap_err();
+    assert!(err.contains("unknown observer `nope`") && err.contains("minmax"), "{err}");
+    let passive = create_observer(ObserverKind::Passive, "b", &int(32, true), &opts()).unwrap_err().to_string();
+    assert!(passive.contains("derived"), "{passive}");
     // KL bins are limited to 2048–4096.
     let bad = ObserverOptions { bins: 1024, ..opts() };
-    assert!(matches!(create_observer("kl", "x", &int(8, true), &bad), Err(QuantError::InvalidOption { .. })));
+    assert!(matches!(create_observer(obs("kl"), "x", &int(8, true), &bad), Err(QuantError::InvalidOption { .. })));
     let bad = ObserverOptions { percentile: 0.3, ..opts() };
-    assert!(matches!(create_observer("percentile", "x", &int(8, true), &bad), Err(QuantError::InvalidOption { .. })));
+    assert!(matches!(
+        create_observer(obs("percentile"), "x", &int(8, true), &bad),
+        Err(QuantError::InvalidOption { .. })
+    ));
     let ok = ObserverOptions { bins: 4096, ..opts() };
-    assert!(create_observer("kl", "x", &int(8, true), &ok).is_ok());
+    assert!(create_observer(obs("kl"), "x", &int(8, true), &ok).is_ok());
 }
 
 // ---------- percentile ----------
@@ -442,7 +453,7 @@ fn isotone_keeps_more_argmaxes_than_minmax() {
     assert!(pi >= 990, "{pi}");
     // Per-channel isotone is refused.
     let pc = TensorQuantConfig::linear(8, false, Some(0)).unwrap();
-    assert!(matches!(create_observer("isotone", "p", &pc, &opts()), Err(QuantError::UnsupportedPolicy { .. })));
+    assert!(matches!(create_observer(obs("isotone"), "p", &pc, &opts()), Err(QuantError::UnsupportedPolicy { .. })));
 }
 
 // ---------- per channel ----------
@@ -486,7 +497,7 @@ fn per_channel_equals_per_tensor_channel_by_channel() {
     }
     // A changed channel count is an error naming the variable.
     let pc = TensorQuantConfig::linear(8, true, Some(1)).unwrap();
-    let mut o = create_observer("minmax", "conv1.w", &pc, &opts()).unwrap();
+    let mut o = create_observer(obs("minmax"), "conv1.w", &pc, &opts()).unwrap();
     o.observe(&data, &shape).unwrap();
     let err = o.observe(&[0.0; 8], &[2, 4]).unwrap_err();
     assert!(matches!(err, QuantError::ChannelCountChanged { .. }) && err.to_string().contains("conv1.w"), "{err}");
@@ -531,7 +542,7 @@ fn nan_and_inf_are_typed_errors_naming_the_variable() {
     for name in OBSERVER_NAMES {
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
             let config = config_for(name, true, None);
-            let mut o = create_observer(name, "encoder.attn.softmax_out", &config, &opts()).unwrap();
+            let mut o = create_observer(obs(name), "encoder.attn.softmax_out", &config, &opts()).unwrap();
             let err = o.observe(&[1.0, 2.0, bad, 0.0], &[2, 2]).unwrap_err();
             match &err {
                 QuantError::NonFinite { variable, index, .. } => {
@@ -543,7 +554,7 @@ fn nan_and_inf_are_typed_errors_naming_the_variable() {
         }
     }
     // In the second pass too.
-    let mut o = create_observer("kl", "v", &int(8, true), &opts()).unwrap();
+    let mut o = create_observer(obs("kl"), "v", &int(8, true), &opts()).unwrap();
     o.observe(&[1.0, -1.0], &[2]).unwrap();
     o.begin_pass(1).unwrap();
     assert!(matches!(o.observe(&[f32::NAN], &[1]), Err(QuantError::NonFinite { .. })));
@@ -556,7 +567,7 @@ fn empty_calibration_and_pass_order_are_typed_errors() {
             continue; // per-tensor constant needs no data
         }
         let config = config_for(name, true, None);
-        let o = create_observer(name, "emb", &config, &opts()).unwrap();
+        let o = create_observer(obs(name), "emb", &config, &opts()).unwrap();
         let mut out = config.clone();
         let err = o.finalize(&mut out).unwrap_err();
         assert!(matches!(err, QuantError::NothingObserved { .. } | QuantError::PassOrder { .. }), "{name}: {err}");
@@ -564,7 +575,7 @@ fn empty_calibration_and_pass_order_are_typed_errors() {
         assert_eq!(out.state, QuantizationState::Initial);
         // Two-pass observers: beginning pass 1 with nothing seen is an error, and so is
         // finalizing after pass 0 only.
-        let mut o = create_observer(name, "emb", &config, &opts()).unwrap();
+        let mut o = create_observer(obs(name), "emb", &config, &opts()).unwrap();
         if o.passes() == 2 {
             assert!(matches!(o.begin_pass(1), Err(QuantError::NothingObserved { .. })), "{name}");
             o.observe(&[1.0, 2.0], &[2]).unwrap();
@@ -581,15 +592,15 @@ fn empty_calibration_and_pass_order_are_typed_errors() {
     }
     // Per-channel constant with no observation: the channel count is unknown.
     let pc = TensorQuantConfig::linear(8, true, Some(0)).unwrap();
-    let o = create_observer("constant", "w", &pc, &opts()).unwrap();
+    let o = create_observer(obs("constant"), "w", &pc, &opts()).unwrap();
     assert!(matches!(o.finalize(&mut pc.clone()), Err(QuantError::NothingObserved { .. })));
     // Per-tensor constant: the range from the options ([-1, 2] symmetric -> 2/127).
-    let o = create_observer("constant", "w", &int(8, true), &opts()).unwrap();
+    let o = create_observer(obs("constant"), "w", &int(8, true), &opts()).unwrap();
     let mut c = int(8, true);
     o.finalize(&mut c).unwrap();
     assert_eq!(c.scale, vec![(2.0f64 / 127.0) as f32]);
     // Shape mismatch is a typed error.
-    let mut o = create_observer("minmax", "w", &int(8, true), &opts()).unwrap();
+    let mut o = create_observer(obs("minmax"), "w", &int(8, true), &opts()).unwrap();
     assert!(matches!(o.observe(&[1.0; 5], &[2, 3]), Err(QuantError::Shape { .. })));
 }
 
@@ -598,7 +609,7 @@ fn observers_keep_bounded_statistics_not_data() {
     let batch = gaussian(100_000, 37);
     for name in OBSERVER_NAMES {
         let config = config_for(name, true, None);
-        let mut o = create_observer(name, "x", &config, &opts()).unwrap();
+        let mut o = create_observer(obs(name), "x", &config, &opts()).unwrap();
         let mut max = 0;
         for pass in 0..o.passes() {
             o.begin_pass(pass).unwrap();
@@ -619,7 +630,7 @@ fn observers_keep_bounded_statistics_not_data() {
     // Per channel: channels × (bins + a few numbers).
     for name in ["minmax", "percentile", "kl", "mse", "floating", "hist"] {
         let config = config_for(name, true, Some(0));
-        let mut o = create_observer(name, "w", &config, &opts()).unwrap();
+        let mut o = create_observer(obs(name), "w", &config, &opts()).unwrap();
         for pass in 0..o.passes() {
             o.begin_pass(pass).unwrap();
             o.observe(&batch, &[8, 12_500]).unwrap();

@@ -41,7 +41,7 @@ fn quantized_snr(model: &str, observer: &str) -> (f64, usize) {
     let mut loaded = mppq_onnx::load_model(testdata().join(format!("{model}.onnx"))).unwrap();
     let graph = &mut loaded.graph;
     mppq_ir::morph::fold_batchnorm(graph).unwrap();
-    let quantizer = OnnxRuntimeQuantizer { observer: observer.into(), ..Default::default() };
+    let quantizer = OnnxRuntimeQuantizer { observer: observer.parse().unwrap(), ..Default::default() };
     let ctx = DispatchContext::new(TargetPrecision::Int8, quantizer.quant_operation_types());
     dispatcher_by_name("conservative").unwrap().dispatch(graph, &ctx).unwrap().apply(graph).unwrap();
     let quantized = init_quantization(graph, &quantizer).unwrap();

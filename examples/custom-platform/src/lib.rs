@@ -19,8 +19,8 @@ use mppq_api::dispatch::{Dispatch, DispatchContext, DispatchError, Dispatcher, r
 use mppq_api::exec::{Kernel, KernelContext, OpNode, OpRegistry, Tensor, Value};
 use mppq_api::export::{Artifact, ExportOptions, Exporter, NoOptions, parse_options};
 use mppq_api::ir::quant::{
-    OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, QuantizationState, TargetPrecision,
-    TensorQuantConfig,
+    ObserverKind, OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, QuantizationState,
+    TargetPrecision, TensorQuantConfig,
 };
 use mppq_api::ir::{Graph, OpId};
 use mppq_api::quant::quantizer::Quantizer;
@@ -99,7 +99,7 @@ impl Quantizer for DspQuantizer {
                 (2, Some(_)) => {
                     let mut c = TensorQuantConfig::linear(32, true, Some(0))?;
                     c.state = QuantizationState::PassiveInit;
-                    c.observer = "passive".into();
+                    c.observer = ObserverKind::Passive;
                     Some(c)
                 }
                 _ => Some(pow2_int8()?),

@@ -39,9 +39,9 @@ enum Command {
         input: PathBuf,
         #[arg(short, long, default_value = "mppq_out")]
         output: PathBuf,
-        /// Compute device: cpu, or wgpu when built with the `wgpu` feature.
-        #[arg(long, default_value = "cpu")]
-        device: String,
+        /// Compute device (wgpu: a build with the `wgpu` feature).
+        #[arg(long, value_enum, default_value = "cpu")]
+        device: mppq_api::setting::DeviceKind,
         /// A quant.json written by `mppq quantize`: simulate that quantization (no recalibration).
         #[arg(long)]
         quant_config: Option<PathBuf>,
@@ -108,9 +108,9 @@ struct QuantArgs {
     symmetric: bool,
     #[arg(long)]
     asymmetric: bool,
-    /// Activation observer: minmax, percentile, kl, mse, isotone, floating, hist.
-    #[arg(long)]
-    observer: Option<String>,
+    /// Activation observer: minmax, percentile, kl, mse, isotone, constant, floating, hist.
+    #[arg(long, value_parser = parse_observer)]
+    observer: Option<mppq_api::ir::quant::ObserverKind>,
     /// Use at most N calibration batches.
     #[arg(long)]
     calib_steps: Option<usize>,
@@ -120,9 +120,9 @@ struct QuantArgs {
     /// Also run the layer-wise analysis (one op quantized at a time).
     #[arg(long)]
     layerwise: bool,
-    /// Compute device: cpu, or wgpu when built with the `wgpu` feature.
-    #[arg(long)]
-    device: Option<String>,
+    /// Compute device (wgpu: a build with the `wgpu` feature).
+    #[arg(long, value_enum)]
+    device: Option<mppq_api::setting::DeviceKind>,
     /// Exporter to run (repeatable; see `mppq exporters`); the platform's defaults when absent.
     /// Options go in the setting file's `[export.NAME]` section.
     #[arg(long = "export", value_name = "NAME")]
@@ -158,7 +158,7 @@ impl QuantArgs {
             q.symmetric = Some(self.symmetric);
         }
         if self.observer.is_some() {
-            q.observer = self.observer.clone();
+            q.observer = self.observer;
         }
         if self.calib_steps.is_some() {
             s.pipeline.calibration.steps = self.calib_steps;
@@ -166,7 +166,7 @@ impl QuantArgs {
         s.ignore.extend(self.ignore.iter().cloned());
         s.analysis.layerwise |= self.layerwise;
         if let Some(d) = &self.device {
-            s.device = d.clone();
+            s.device = *d;
         }
         if !self.exporters.is_empty() {
             s.exporters = Some(self.exporters.clone());
@@ -177,6 +177,10 @@ impl QuantArgs {
     fn progress(&self) -> Box<dyn mppq_passes::ProgressSink> {
         if self.quiet { Box::new(mppq_passes::NoProgress) } else { Box::new(mppq_passes::TerminalProgress::new()) }
     }
+}
+
+fn parse_observer(s: &str) -> std::result::Result<mppq_api::ir::quant::ObserverKind, String> {
+    s.parse()
 }
 
 fn main() -> std::process::ExitCode {
@@ -214,8 +218,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{decisions}");
         }
         Command::Run { model, input, output, device, quant_config } => {
-            let device = mppq_exec::Device::by_name(&device)
-                .ok_or_else(|| anyhow::anyhow!("unknown device `{device}` (cpu, or wgpu when built with it)"))?;
+            let device = device.device()?;
             let mut loaded = mppq_onnx::load_model(&model)?;
             // A QDQ model runs as ONNX Runtime runs it: Q/DQ convolutions fused into integer kernels.
             mppq_ir::morph::fuse_qdq_conv(&mut loaded.graph)?;

@@ -142,12 +142,17 @@ fn plan_fold(graph: &Graph, op_id: OpId, bn_id: OpId) -> Result<Option<FoldPlan>
 
 fn apply(graph: &mut Graph, op_id: OpId, bn_id: OpId, plan: FoldPlan) -> Result<()> {
     let op = graph.operation(op_id)?;
-    let w_id = op.inputs()[1].ok_or(IrError::UnknownOperation(op_id.0))?;
+    let missing = |op: &str, what: &str| IrError::Morph {
+        morph: "fold_batchnorm",
+        op: op.to_string(),
+        message: format!("has no {what}"),
+    };
+    let w_id = op.inputs().get(1).copied().flatten().ok_or_else(|| missing(&op.name, "weight input"))?;
     let old_bias = op.inputs().get(2).copied().flatten();
-    let conv_out = op.outputs()[0].ok_or(IrError::UnknownOperation(op_id.0))?;
+    let conv_out = op.outputs().first().copied().flatten().ok_or_else(|| missing(&op.name, "output"))?;
     let bn = graph.operation(bn_id)?;
     let bn_name = bn.name.clone();
-    let bn_out = bn.outputs()[0].ok_or(IrError::UnknownOperation(bn_id.0))?;
+    let bn_out = bn.outputs().first().copied().flatten().ok_or_else(|| missing(&bn.name, "output"))?;
 
     graph.variable_mut(w_id)?.value = Some(plan.weight);
     // Reuse the bias initializer only if nobody else reads it.

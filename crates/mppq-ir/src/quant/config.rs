@@ -2,7 +2,7 @@
 //! an operation is quantized; a config may be *dominated by* another, and then shares its
 //! scale and offset (concat/add alignment, fused activations).
 
-use super::{QuantizationPolicy, QuantizationState, RoundingPolicy};
+use super::{ObserverKind, QuantizationPolicy, QuantizationState, RoundingPolicy};
 use crate::error::{IrError, Result};
 use crate::graph::OpId;
 use serde::{Deserialize, Serialize};
@@ -41,8 +41,8 @@ pub struct TensorQuantConfig {
     /// Zero point(s), integral; zero for symmetric policies.
     pub offset: Vec<f32>,
     pub channel_axis: Option<usize>,
-    /// Name of the observer that calibrates this config.
-    pub observer: String,
+    /// The observer that calibrates this config.
+    pub observer: ObserverKind,
     pub state: QuantizationState,
     /// The config this one shares its parameters with, if any.
     pub dominated_by: Option<ConfigLocation>,
@@ -67,7 +67,7 @@ impl TensorQuantConfig {
             scale: Vec::new(),
             offset: Vec::new(),
             channel_axis,
-            observer: "minmax".into(),
+            observer: ObserverKind::Minmax,
             state: QuantizationState::Initial,
             dominated_by: None,
         })

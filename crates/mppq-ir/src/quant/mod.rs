@@ -4,6 +4,7 @@
 //! fake-quant) lives in higher crates; these are the types they share.
 
 mod config;
+mod observer;
 mod policy;
 mod precision;
 mod rounding;
@@ -11,6 +12,7 @@ mod state;
 mod sync;
 
 pub use config::{ConfigLocation, ConfigSide, OperationQuantConfig, TensorQuantConfig};
+pub use observer::ObserverKind;
 pub use policy::{QuantizationPolicy, QuantizationProperty};
 pub use precision::TargetPrecision;
 pub use rounding::RoundingPolicy;

@@ -5,8 +5,8 @@
 use super::{ExportError, Result};
 use indexmap::IndexMap;
 use mppq_ir::quant::{
-    ConfigLocation, ConfigSide, OperationQuantConfig, QuantizationPolicy, QuantizationState, RoundingPolicy,
-    TargetPrecision, TensorQuantConfig,
+    ConfigLocation, ConfigSide, ObserverKind, OperationQuantConfig, QuantizationPolicy, QuantizationState,
+    RoundingPolicy, TargetPrecision, TensorQuantConfig,
 };
 use mppq_ir::{Graph, Model, OpId, VarId};
 use serde::{Deserialize, Serialize};
@@ -74,7 +74,7 @@ pub struct TensorEntry {
     pub rounding: RoundingPolicy,
     /// Property list, e.g. `["per_tensor","linear","asymmetric"]`.
     pub policy: QuantizationPolicy,
-    pub observer: String,
+    pub observer: ObserverKind,
     pub state: QuantizationState,
     /// The config this one shares its parameters with.
     pub dominated_by: Option<SlotRef>,
@@ -103,7 +103,7 @@ fn entry(g: &Graph, var: Option<VarId>, c: &TensorQuantConfig) -> Result<TensorE
         axis: c.channel_axis,
         rounding: c.rounding,
         policy: c.policy,
-        observer: c.observer.clone(),
+        observer: c.observer,
         state: c.state,
         dominated_by: c.dominated_by.as_ref().map(|l| location_ref(g, l)).transpose()?,
     })
@@ -209,7 +209,7 @@ fn config_of(g: &Graph, e: &TensorEntry) -> Result<TensorQuantConfig> {
         scale: e.scale.clone(),
         offset: e.zero_point.clone(),
         channel_axis: e.axis,
-        observer: e.observer.clone(),
+        observer: e.observer,
         state: e.state,
         dominated_by,
     };

@@ -49,9 +49,9 @@ pub use mse::MseObserver;
 pub use percentile::PercentileObserver;
 
 use crate::error::{QuantError, Result};
-use mppq_ir::quant::TensorQuantConfig;
+use mppq_ir::quant::{ObserverKind, TensorQuantConfig};
 
-/// Names accepted by [`create_observer`] (the `observer` field of a config).
+/// Names of the observers [`create_observer`] makes (every [`ObserverKind`] but `passive`).
 pub const OBSERVER_NAMES: [&str; 8] = ["minmax", "percentile", "kl", "mse", "isotone", "constant", "floating", "hist"];
 
 /// A calibration observer for one variable.
@@ -95,25 +95,30 @@ impl Default for ObserverOptions {
     }
 }
 
-/// Creates the observer named `name` for `variable`, laid out as `config` says (per-tensor or
-/// per-channel along `channel_axis`; linear or floating).
+/// Creates an observer of `kind` for `variable`, laid out as `config` says (per-tensor or
+/// per-channel along `channel_axis`; linear or floating). `passive` configs are derived from
+/// others, never observed: asking for one is an error.
 pub fn create_observer(
-    name: &str,
+    kind: ObserverKind,
     variable: &str,
     config: &TensorQuantConfig,
     options: &ObserverOptions,
 ) -> Result<Box<dyn Observer>> {
-    Ok(match name {
-        "minmax" => Box::new(MinMaxObserver::new(variable, config)),
-        "percentile" => Box::new(PercentileObserver::new(variable, config, options)?),
-        "kl" => Box::new(KlObserver::new(variable, config, options)?),
-        "mse" => Box::new(MseObserver::new(variable, config, options)?),
-        "isotone" => Box::new(IsotoneObserver::new(variable, config, options)?),
-        "constant" => Box::new(ConstantObserver::new(variable, config, options)?),
-        "floating" => Box::new(FloatingObserver::new(variable, config, options)?),
-        "hist" => Box::new(HistObserver::new(variable, config, options)?),
-        _ => {
-            return Err(QuantError::UnknownObserver { name: name.into(), known: OBSERVER_NAMES.to_vec() });
+    Ok(match kind {
+        ObserverKind::Minmax => Box::new(MinMaxObserver::new(variable, config)),
+        ObserverKind::Percentile => Box::new(PercentileObserver::new(variable, config, options)?),
+        ObserverKind::Kl => Box::new(KlObserver::new(variable, config, options)?),
+        ObserverKind::Mse => Box::new(MseObserver::new(variable, config, options)?),
+        ObserverKind::Isotone => Box::new(IsotoneObserver::new(variable, config, options)?),
+        ObserverKind::Constant => Box::new(ConstantObserver::new(variable, config, options)?),
+        ObserverKind::Floating => Box::new(FloatingObserver::new(variable, config, options)?),
+        ObserverKind::Hist => Box::new(HistObserver::new(variable, config, options)?),
+        ObserverKind::Passive => {
+            return Err(QuantError::ConfigMismatch {
+                variable: variable.into(),
+                observer: "passive",
+                message: "a passive config is derived from other configs (s_in · s_w), not observed".into(),
+            });
         }
     })
 }

@@ -6,7 +6,8 @@ use super::Quantizer;
 use super::layout::{COMMON_TYPES, SlotKind, configure};
 use crate::error::Result;
 use mppq_ir::quant::{
-    OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, TargetPrecision, TensorQuantConfig,
+    ObserverKind, OperationQuantConfig, QuantizationPolicy, QuantizationProperty as P, TargetPrecision,
+    TensorQuantConfig,
 };
 use mppq_ir::{Graph, OpId};
 
@@ -49,7 +50,7 @@ impl Fp8Quantizer {
         c.mantissa_bits = m;
         c.quant_min = -max;
         c.quant_max = max;
-        c.observer = "floating".into();
+        c.observer = ObserverKind::Floating;
         Ok(c)
     }
 }

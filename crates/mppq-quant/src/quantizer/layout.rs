@@ -87,6 +87,6 @@ pub fn configure(
 pub fn passive_bias() -> Result<TensorQuantConfig> {
     let mut c = TensorQuantConfig::linear(32, true, Some(0))?;
     c.state = mppq_ir::quant::QuantizationState::PassiveInit;
-    c.observer = "passive".into();
+    c.observer = mppq_ir::quant::ObserverKind::Passive;
     Ok(c)
 }

@@ -5,7 +5,7 @@
 use super::Quantizer;
 use super::layout::{COMMON_TYPES, SlotKind, configure, passive_bias};
 use crate::error::{QuantError, Result};
-use mppq_ir::quant::{OperationQuantConfig, TargetPrecision, TensorQuantConfig};
+use mppq_ir::quant::{ObserverKind, OperationQuantConfig, TargetPrecision, TensorQuantConfig};
 use mppq_ir::{Graph, OpId};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -17,7 +17,7 @@ pub struct LowBitQuantizer {
     /// One scale per output channel of each weight (else one per weight).
     pub weight_per_channel: bool,
     /// Observer of activations (weights always use `minmax`).
-    pub observer: String,
+    pub observer: ObserverKind,
 }
 
 impl Default for LowBitQuantizer {
@@ -29,7 +29,7 @@ impl Default for LowBitQuantizer {
             weight_symmetric: true,
             activation_symmetric: false,
             weight_per_channel: true,
-            observer: "minmax".into(),
+            observer: ObserverKind::Minmax,
         }
     }
 }
@@ -39,9 +39,11 @@ impl LowBitQuantizer {
     pub fn validate(&self) -> Result<()> {
         for (what, bits) in [("weight_bits", self.weight_bits), ("activation_bits", self.activation_bits)] {
             if !(2..=8).contains(&bits) {
-                return Err(QuantError::InvalidOption {
-                    observer: "lowbit quantizer".into(),
-                    message: format!("{what} = {bits}: use 2–8 bits"),
+                return Err(QuantError::QuantizerSetting {
+                    quantizer: "lowbit".into(),
+                    setting: what,
+                    value: bits.to_string(),
+                    expected: "use 2–8 bits".into(),
                 });
             }
         }
@@ -68,7 +70,7 @@ impl Quantizer for LowBitQuantizer {
             Ok(match kind {
                 SlotKind::Activation => {
                     let mut c = TensorQuantConfig::linear(self.activation_bits, self.activation_symmetric, None)?;
-                    c.observer = self.observer.clone();
+                    c.observer = self.observer;
                     Some(c)
                 }
                 SlotKind::Weight { axis } => {

@@ -41,10 +41,7 @@ pub fn quantizer_by_name(name: &str) -> Result<Box<dyn Quantizer>> {
         "lowbit" => Ok(Box::new(LowBitQuantizer::default())),
         "fp8-e4m3" => Ok(Box::new(Fp8Quantizer::new(Fp8Format::E4M3))),
         "fp8-e5m2" => Ok(Box::new(Fp8Quantizer::new(Fp8Format::E5M2))),
-        _ => Err(QuantError::InvalidOption {
-            observer: "quantizer".into(),
-            message: format!("unknown quantizer `{name}` (known: {})", QUANTIZER_NAMES.join(", ")),
-        }),
+        _ => Err(QuantError::UnknownQuantizer { name: name.to_string(), known: QUANTIZER_NAMES.to_vec() }),
     }
 }
 
@@ -57,12 +54,11 @@ pub fn init_quantization(graph: &mut Graph, quantizer: &dyn Quantizer) -> Result
     for id in &ops {
         let op = graph.operation(*id)?;
         if !types.contains(&op.op_type.as_str()) {
-            return Err(QuantError::InvalidOption {
-                observer: quantizer.name().to_string(),
-                message: format!(
-                    "operation `{}` ({}) was dispatched to {target}, but this quantizer does not declare that type",
-                    op.name, op.op_type
-                ),
+            return Err(QuantError::UndeclaredType {
+                quantizer: quantizer.name().to_string(),
+                op: op.name.clone(),
+                op_type: op.op_type.clone(),
+                precision: target.to_string(),
             });
         }
         let config = quantizer.init_quantize_config(graph, *id)?;

@@ -12,7 +12,7 @@
 use super::Quantizer;
 use super::layout::{SlotKind, configure, passive_bias};
 use crate::error::Result;
-use mppq_ir::quant::{OperationQuantConfig, TargetPrecision, TensorQuantConfig};
+use mppq_ir::quant::{ObserverKind, OperationQuantConfig, TargetPrecision, TensorQuantConfig};
 use mppq_ir::{Graph, OpId};
 
 #[derive(Clone, Debug)]
@@ -21,12 +21,12 @@ pub struct OnnxRuntimeQuantizer {
     pub weight_bits: u32,
     /// Activations as int8 with a zero point (`[-128, 127]`) instead of uint8 (`[0, 255]`).
     pub activation_signed: bool,
-    pub observer: String,
+    pub observer: ObserverKind,
 }
 
 impl Default for OnnxRuntimeQuantizer {
     fn default() -> Self {
-        Self { activation_bits: 8, weight_bits: 7, activation_signed: false, observer: "minmax".into() }
+        Self { activation_bits: 8, weight_bits: 7, activation_signed: false, observer: ObserverKind::Minmax }
     }
 }
 
@@ -74,7 +74,7 @@ impl OnnxRuntimeQuantizer {
             c.quant_min -= 1 << (self.activation_bits - 1);
             c.quant_max -= 1 << (self.activation_bits - 1);
         }
-        c.observer = self.observer.clone();
+        c.observer = self.observer;
         Ok(c)
     }
 }
@@ -97,7 +97,7 @@ impl Quantizer for OnnxRuntimeQuantizer {
             SlotKind::Activation => self.activation().map(Some),
             SlotKind::Weight { axis } => {
                 let mut c = TensorQuantConfig::linear(self.weight_bits, true, axis)?;
-                c.observer = "minmax".into();
+                c.observer = ObserverKind::Minmax;
                 Ok(Some(c))
             }
             SlotKind::Bias => passive_bias().map(Some),

@@ -4,18 +4,18 @@
 use super::Quantizer;
 use super::layout::{COMMON_TYPES, SlotKind, configure, passive_bias};
 use crate::error::Result;
-use mppq_ir::quant::{OperationQuantConfig, TargetPrecision, TensorQuantConfig};
+use mppq_ir::quant::{ObserverKind, OperationQuantConfig, TargetPrecision, TensorQuantConfig};
 use mppq_ir::{Graph, OpId};
 
 #[derive(Clone, Debug)]
 pub struct TensorRtQuantizer {
     /// Observer of activations (weights always use `minmax`).
-    pub observer: String,
+    pub observer: ObserverKind,
 }
 
 impl Default for TensorRtQuantizer {
     fn default() -> Self {
-        Self { observer: "minmax".into() }
+        Self { observer: ObserverKind::Minmax }
     }
 }
 
@@ -37,7 +37,7 @@ impl Quantizer for TensorRtQuantizer {
             Ok(match kind {
                 SlotKind::Activation => {
                     let mut c = TensorQuantConfig::linear(8, true, None)?;
-                    c.observer = self.observer.clone();
+                    c.observer = self.observer;
                     Some(c)
                 }
                 SlotKind::Weight { axis } => Some(TensorQuantConfig::linear(8, true, axis)?),

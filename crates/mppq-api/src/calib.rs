@@ -80,20 +80,7 @@ impl CalibrationSet {
 
     /// The batches as executor feeds on `device`.
     pub fn to_values(&self, device: &Device) -> Result<Vec<Vec<(String, Value)>>> {
-        self.batches
-            .iter()
-            .zip(&self.files)
-            .map(|(batch, file)| {
-                batch
-                    .iter()
-                    .map(|(name, data)| {
-                        Tensor::from_data(data, device)
-                            .map(|t| (name.clone(), Value::Tensor(t)))
-                            .map_err(|e| ApiError::data(file, format!("input `{name}`: {e}")))
-                    })
-                    .collect()
-            })
-            .collect()
+        (0..self.len()).map(|i| self.feeds(i, device)).collect()
     }
 }
 

@@ -3,7 +3,8 @@
 //! the ONNX reference does (band edges snapped to `floor((dft_length + 1) f / sample_rate)`).
 
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, burn_dtype};
 use crate::value::Value;
 use burn::backend::Dispatch;

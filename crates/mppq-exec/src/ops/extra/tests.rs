@@ -3,7 +3,8 @@
 
 use crate::device::Device;
 use crate::error::Result;
-use crate::registry::{KernelContext, OpNode, OpRegistry};
+use crate::kernel::{KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use mppq_ir::{Attribute, DataType, Operation};

@@ -2,7 +2,7 @@
 //! scalar reshapes, axis checks.
 
 use crate::error::Result;
-use crate::registry::KernelContext;
+use crate::kernel::KernelContext;
 use crate::tensor::{Tensor, normalize_axis};
 use burn::backend::Dispatch;
 use burn::backend::ops::FloatTensorOps;

@@ -3,7 +3,8 @@
 //! N = size - 1), output in `output_datatype`.
 
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, burn_dtype};
 use crate::value::Value;
 use burn::backend::Dispatch;

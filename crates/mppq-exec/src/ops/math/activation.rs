@@ -4,7 +4,8 @@
 
 use super::util::{float_full_like, need_float, one};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, FloatTensorOps};
 use burn::backend::{Dispatch, DispatchTensor};

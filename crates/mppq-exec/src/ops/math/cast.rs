@@ -5,7 +5,8 @@
 //! node is built.
 
 use crate::error::{ExecError, Result};
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{CastOptions, burn_dtype, is_low_precision};
 use crate::value::Value;
 use mppq_ir::lowp::E8M0Rounding;

@@ -3,7 +3,8 @@
 
 use super::util::{need_float, one};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps};
 use burn::backend::{Dispatch, TensorMetadata};

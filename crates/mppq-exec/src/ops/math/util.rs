@@ -2,7 +2,7 @@
 //! broadcasting), scalar construction in a tensor's dtype, and output wrapping.
 
 use crate::error::{ExecError, Result};
-use crate::registry::{KernelContext, OpNode};
+use crate::kernel::{KernelContext, OpNode};
 use crate::tensor::{Kind, Tensor, broadcast_pair, broadcast_shapes};
 use crate::value::Value;
 use burn::backend::DispatchTensor;

@@ -2,7 +2,8 @@
 
 use super::util::{align_all, one, select};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
 

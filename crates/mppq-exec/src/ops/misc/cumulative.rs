@@ -3,7 +3,8 @@
 
 use super::util::{axis, flip, full_like_dtype};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::{FloatTensorOps, IntTensorOps};

@@ -3,7 +3,8 @@
 
 use crate::engine::Executor;
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 
 pub fn register(r: &mut OpRegistry) {
@@ -103,7 +104,8 @@ mod tests {
 #[cfg(test)]
 pub(super) mod backend_stub {
     use crate::error::Result;
-    use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+    use crate::kernel::{Kernel, KernelContext, OpNode};
+    use crate::registry::OpRegistry;
     use crate::{Device, Executor, Tensor, Value};
     use std::path::PathBuf;
 

@@ -5,7 +5,8 @@
 
 use super::util::{fbin, full_like_dtype};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{CastOptions, Kind, Tensor, is_low_precision};
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -4,7 +4,8 @@
 //! LSTM peepholes. The input projection of all steps is one matmul; each step is one more.
 
 use crate::error::{ExecError, Result};
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, BoolTensorOps, FloatTensorOps};

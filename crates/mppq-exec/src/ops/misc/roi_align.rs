@@ -3,7 +3,8 @@
 //! Runs on the host over the input values.
 
 use crate::error::{ExecError, Result};
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 

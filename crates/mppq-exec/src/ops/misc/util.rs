@@ -1,7 +1,7 @@
 //! Helpers shared by the `misc` operators: constant tensors, float/int dispatch, axis lists.
 
 use crate::error::Result;
-use crate::registry::KernelContext;
+use crate::kernel::KernelContext;
 use crate::tensor::{Kind, Tensor, normalize_axis};
 use burn::backend::Dispatch;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};

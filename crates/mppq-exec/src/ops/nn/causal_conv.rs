@@ -6,7 +6,8 @@
 use super::conv::conv_forward;
 use super::util::{Window, float_tensor, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, FloatTensorOps};

@@ -4,7 +4,8 @@
 
 use super::util::{float_tensor, moments, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, broadcast_shapes};
 use crate::value::Value;
 use burn::backend::Dispatch;

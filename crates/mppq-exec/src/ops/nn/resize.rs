@@ -8,7 +8,8 @@
 
 use super::util::shape_err;
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::ops::FloatTensorOps;

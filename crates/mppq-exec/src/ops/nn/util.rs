@@ -2,7 +2,7 @@
 //! dilations, pads, auto_pad) and small float-tensor shorthands over Burn's dispatch ops.
 
 use crate::error::{ExecError, Result};
-use crate::registry::{KernelContext, OpNode};
+use crate::kernel::{KernelContext, OpNode};
 use crate::tensor::{Kind, Tensor};
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::{Dispatch, DispatchTensor};

@@ -3,7 +3,8 @@
 
 use super::util::{one, sequence, stack};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 

@@ -4,7 +4,8 @@
 
 use super::util::{narrow, one, take};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, normalize_axis};
 use crate::value::Value;
 

@@ -3,7 +3,7 @@
 
 use crate::engine::Executor;
 use crate::error::Result;
-use crate::registry::{KernelContext, OpNode};
+use crate::kernel::{KernelContext, OpNode};
 use crate::tensor::{Kind, Tensor};
 use crate::value::{Inputs, Value};
 use burn::tensor::Slice;

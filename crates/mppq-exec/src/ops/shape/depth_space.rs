@@ -3,7 +3,8 @@
 
 use super::util::one;
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 
 pub fn register(r: &mut OpRegistry) {

@@ -2,7 +2,8 @@
 
 use super::util::{dims, empty, int_input, one, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::broadcast_shapes;
 use crate::value::Value;
 

@@ -4,7 +4,8 @@
 
 use super::util::{axis, empty, index_tensor, int_input, one, select, shape_err, strides};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 
 pub fn register(r: &mut OpRegistry) {

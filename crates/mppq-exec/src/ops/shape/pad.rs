@@ -5,7 +5,8 @@
 use super::slice::slice_axis;
 use super::util::{axes, filled, index_tensor, int_input, one, scalar, select};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 

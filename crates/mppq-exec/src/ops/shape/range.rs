@@ -3,7 +3,8 @@
 
 use super::util::{HostValues, host_tensor, one, scalar_f64, scalar_i64};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
 

@@ -5,7 +5,8 @@
 use super::gather_elements::flat_positions;
 use super::util::{axis, index_tensor, int_input, one, scatter, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 use burn::tensor::IndexingUpdateOp;
 

@@ -5,7 +5,8 @@ use super::gather_nd::rows;
 use super::scatter_elements::reduction;
 use super::util::{index_tensor, int_input, numel, one, select_assign, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 use burn::tensor::IndexingUpdateOp;
 

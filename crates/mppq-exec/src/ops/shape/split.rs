@@ -5,7 +5,8 @@
 use super::slice::slice_axis;
 use super::util::{axis, dims, int_input};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 
 pub fn register(r: &mut OpRegistry) {

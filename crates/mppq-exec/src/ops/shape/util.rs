@@ -4,7 +4,7 @@
 
 use crate::device::Device;
 use crate::error::{ExecError, Result};
-use crate::registry::KernelContext;
+use crate::kernel::KernelContext;
 use crate::tensor::{Kind, Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -11,7 +11,6 @@ mod batch_norm;
 mod causal_conv;
 mod col2im;
 mod conv;
-mod conv_cpu;
 mod conv_transpose;
 mod deform_conv;
 mod einsum;
@@ -32,7 +31,6 @@ mod quantized;
 mod resize;
 mod rms_norm;
 mod rotary_embedding;
-mod sgemm;
 mod softmax;
 mod util;
 

@@ -1,6 +1,14 @@
-//! Zero-copy access to the float32 buffers of the CPU backend (`flex`), for the few kernels we
-//! write by hand there (convolution, max pooling): reading a Burn tensor through `TensorData`
-//! copies it, which on ResNet-18 cost as much as the arithmetic.
+//! The hand-written CPU kernels, for the few operators where Burn's CPU backend (`flex`) was the
+//! bottleneck: float32 convolution as an implicit GEMM (`conv`) on our packed matrix product
+//! (`sgemm`), and 2-d max pooling (`max_pool`). The operators ([`crate::ops`]) keep their
+//! attributes and checks and call these when the input is a contiguous CPU float32 tensor.
+//!
+//! This module also gives zero-copy access to the float32 buffers of `flex`: reading a Burn
+//! tensor through `TensorData` copies it, which on ResNet-18 cost as much as the arithmetic.
+
+pub(crate) mod conv;
+pub(crate) mod max_pool;
+pub(crate) mod sgemm;
 
 use crate::tensor::Tensor;
 use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};

@@ -11,21 +11,29 @@ pub mod cpu;
 pub mod device;
 pub mod engine;
 pub mod error;
-pub mod fake_quant;
 pub mod hooks;
-pub mod integer_sim;
 pub mod kernel;
 pub mod ops;
 pub mod registry;
+pub mod simulation;
 pub mod tensor;
 pub mod value;
 
 pub use device::Device;
 pub use engine::Executor;
 pub use error::{ExecError, Result};
-pub use fake_quant::{BurnFakeQuant, FloatFormat, KernelPath, LinearFakeQuant, fake_quant_tensor, fake_quant_with};
-pub use hooks::{ExecHook, FakeQuantizer, IdentityFakeQuant, QuantSimulation};
+pub use hooks::ExecHook;
 pub use kernel::{Kernel, KernelBuilder, KernelContext, OpNode};
 pub use registry::OpRegistry;
+pub use simulation::fake_quant::{
+    BurnFakeQuant, FloatFormat, KernelPath, LinearFakeQuant, fake_quant_tensor, fake_quant_with,
+};
+pub use simulation::{FakeQuantizer, IdentityFakeQuant, QuantSimulation};
 pub use tensor::Tensor;
 pub use value::Value;
+
+// Old module paths, kept so code written against them still compiles.
+#[doc(hidden)]
+pub use simulation::fake_quant;
+#[doc(hidden)]
+pub use simulation::integer as integer_sim;

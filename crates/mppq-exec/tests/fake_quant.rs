@@ -3,7 +3,7 @@
 //! trips with a brute-force nearest-value reference, ONNX QuantizeLinear→DequantizeLinear run
 //! by the executor, and input fake-quant in plain forward.
 
-use mppq_exec::fake_quant::{FloatFormat, KernelPath, fake_quant_with, is_power_of_two};
+use mppq_exec::simulation::fake_quant::{FloatFormat, KernelPath, fake_quant_with, is_power_of_two};
 use mppq_exec::{
     BurnFakeQuant, Device, ExecError, Executor, FakeQuantizer, OpRegistry, QuantSimulation, Tensor, Value,
 };

@@ -35,8 +35,8 @@
 //! (round has zero gradient). Float16/bfloat16/float64 tensors are computed in float32 and cast
 //! back.
 
+use super::FakeQuantizer;
 use crate::error::{ExecError, Result};
-use crate::hooks::FakeQuantizer;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps};

@@ -1,10 +1,10 @@
 //! Conv (1-d, 2-d, 3-d): auto_pad, asymmetric pads, strides, dilations, group, optional bias,
 //! on Burn's convolution kernels.
 
-use super::util::{Window, float_tensor, reshape, shape_err};
 use crate::cpu::conv::{self as cpu_conv, Conv2dGeometry, PackedWeights};
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{Window, float_tensor, reshape, shape_err};
 use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;

@@ -2,10 +2,10 @@
 //! without Indices, as two separable 2-d pools): pads, auto_pad, strides, dilations,
 //! ceil_mode (as extra end padding). 8/16-bit integer inputs are pooled exactly in float.
 
-use super::util::{Resolved, Window, reshape, shape_err};
 use crate::cpu::{self, max_pool::Pool2d};
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{Resolved, Window, reshape, shape_err};
 use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;

@@ -1,8 +1,8 @@
 //! SequenceAt: the tensor at a (possibly negative) position of a sequence.
 
-use super::util::{one, position, sequence};
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::{one, position, sequence};
 use crate::registry::OpRegistry;
 use crate::value::Value;
 

@@ -1,8 +1,8 @@
 //! SequenceConstruct: a sequence of the input tensors (all of one element type).
 
-use super::util::one;
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::one;
 use crate::registry::OpRegistry;
 use crate::value::Value;
 

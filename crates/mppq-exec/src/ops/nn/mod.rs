@@ -1,5 +1,5 @@
 //! Neural-network layers (ONNX's `nn` operators): convolutions (float, deformable, causal),
-//! pooling, normalisations, LRN, attention, rotary embedding and Col2Im. Flatten
+//! pooling, normalisations, LRN, Dropout, attention, rotary embedding and Col2Im. Flatten
 //! (ONNX `nn`) shares Reshape's kernel and lives in [`super::tensor`]; the hand-written CPU
 //! kernels are in [`crate::cpu`].
 
@@ -13,6 +13,7 @@ mod col2im;
 pub(super) mod conv;
 mod conv_transpose;
 mod deform_conv;
+mod dropout;
 mod global_pool;
 mod group_norm;
 mod instance_norm;
@@ -36,6 +37,7 @@ pub fn register(r: &mut OpRegistry) {
     conv::register(r);
     conv_transpose::register(r);
     deform_conv::register(r);
+    dropout::register(r);
     global_pool::register(r);
     group_norm::register(r);
     instance_norm::register(r);

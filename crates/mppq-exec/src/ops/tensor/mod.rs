@@ -1,7 +1,6 @@
 //! Tensor operators (ONNX's `tensor`): casts, shape and layout (Reshape, Flatten, Squeeze,
 //! Transpose, Concat, Split, Tile, ...), slicing, gathering and scattering, padding, Resize and
-//! Upsample, GridSample, AffineGrid, CenterCropPad, Unique, Where, IsNaN/IsInf, and Identity with
-//! Dropout (ONNX `nn`) in the same file until they are split.
+//! Upsample, GridSample, AffineGrid, CenterCropPad, Unique, Where, IsNaN/IsInf and Identity.
 
 use crate::registry::OpRegistry;
 

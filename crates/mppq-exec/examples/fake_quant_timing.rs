@@ -2,7 +2,7 @@
 //! against the chain of Burn operations (what non-CPU devices run). Not a test:
 //! `cargo run -p mppq-exec --example fake_quant_timing` (best of 15 runs, milliseconds).
 
-use mppq_exec::fake_quant::{KernelPath, fake_quant_with};
+use mppq_exec::simulation::fake_quant::{KernelPath, fake_quant_with};
 use mppq_exec::{Device, Tensor};
 use mppq_ir::quant::{RoundingPolicy, TensorQuantConfig};
 use std::time::Instant;

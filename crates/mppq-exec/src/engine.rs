@@ -5,7 +5,8 @@
 use crate::device::Device;
 use crate::error::{ExecError, Result};
 use crate::hooks::{ExecHook, OpInfo};
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, is_low_precision};
 use crate::value::Value;
 use mppq_ir::{Graph, OpId, VarId};

@@ -2,28 +2,52 @@
 //!
 //! One operator code path serves every backend: values are rank-erased Burn tensors
 //! ([`Tensor`], [`Value`]) on a run-time [`Device`] (CPU `flex` by default, GPU `wgpu` behind
-//! the `wgpu` feature). It owns the operator registry ([`registry`]; one file per operator under
-//! [`ops`], holding its attribute parsing, checks, Burn implementation and registration), the
-//! engine ([`Executor`]: topological plan, partial runs, hooks, early freeing of values), and the
-//! hook points for fake quantization ([`hooks`]).
+//! the `wgpu` feature). What the crate owns, and where:
+//!
+//! - [`kernel`]: the kernel contract every operator implements ([`Kernel`], built by a
+//!   [`KernelBuilder`] from an [`OpNode`], run with a [`KernelContext`]).
+//! - [`registry`]: the operator table ([`OpRegistry`]): which builder serves which (domain, op
+//!   type, opset); platforms start from the built-in one and override or add operators.
+//! - [`ops`]: the built-in operators, one file per operator (attribute parsing, checks, Burn
+//!   implementation, registration), in folders named after ONNX's operator families
+//!   (controlflow, generator, logical, math, nn, object_detection, optional, quantization,
+//!   reduction, rnn, sequence, signal, tensor).
+//! - [`cpu`]: the hand-written CPU kernels (convolution on a packed matrix product, max pooling)
+//!   and zero-copy access to the CPU backend's float32 buffers.
+//! - [`simulation`]: quantization simulation: the [`QuantSimulation`] hook, the fake-quantization
+//!   kernels ([`simulation::fake_quant`]) and integer-exact quantized convolutions
+//!   ([`simulation::integer`]).
+//! - [`engine`]: the [`Executor`] (topological plan, partial runs, early freeing of values),
+//!   calling the [`hooks`] ([`ExecHook`]) around every operation.
+//! - [`tensor`], [`value`], [`device`], [`error`]: values, devices and errors.
 
 pub mod cpu;
 pub mod device;
 pub mod engine;
 pub mod error;
-pub mod fake_quant;
 pub mod hooks;
-pub mod integer_sim;
+pub mod kernel;
 pub mod ops;
 pub mod registry;
+pub mod simulation;
 pub mod tensor;
 pub mod value;
 
 pub use device::Device;
 pub use engine::Executor;
 pub use error::{ExecError, Result};
-pub use fake_quant::{BurnFakeQuant, FloatFormat, KernelPath, LinearFakeQuant, fake_quant_tensor, fake_quant_with};
-pub use hooks::{ExecHook, FakeQuantizer, IdentityFakeQuant, QuantSimulation};
-pub use registry::{Kernel, KernelBuilder, KernelContext, OpNode, OpRegistry};
+pub use hooks::ExecHook;
+pub use kernel::{Kernel, KernelBuilder, KernelContext, OpNode};
+pub use registry::OpRegistry;
+pub use simulation::fake_quant::{
+    BurnFakeQuant, FloatFormat, KernelPath, LinearFakeQuant, fake_quant_tensor, fake_quant_with,
+};
+pub use simulation::{FakeQuantizer, IdentityFakeQuant, QuantSimulation};
 pub use tensor::Tensor;
 pub use value::Value;
+
+// Old module paths, kept so code written against them still compiles.
+#[doc(hidden)]
+pub use simulation::fake_quant;
+#[doc(hidden)]
+pub use simulation::integer as integer_sim;

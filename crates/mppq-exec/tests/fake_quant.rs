@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
-use mppq_exec::fake_quant::{FloatFormat, KernelPath, fake_quant_with, is_power_of_two};
+use mppq_exec::simulation::fake_quant::{FloatFormat, KernelPath, fake_quant_with, is_power_of_two};
 use mppq_exec::{
     BurnFakeQuant, Device, ExecError, Executor, FakeQuantizer, OpRegistry, QuantSimulation, Tensor, Value,
 };

@@ -1,23 +1,43 @@
 //! Built-in operators, one file per operator (or per family of operators that share one
-//! implementation, such as the element-wise binaries), grouped in six families (math, shape, nn, misc, sequence, extra). Each file holds
-//! attribute parsing (opset-aware), shape and type checks, the Burn implementation, and its
-//! `register` function; [`register_all`] is the one list of families.
+//! implementation, such as the element-wise binaries), in folders named after ONNX's operator
+//! families (`onnx/defs/<family>`): controlflow, generator, logical, math, nn, object_detection,
+//! optional, quantization, reduction, rnn, sequence, signal, tensor. Each file holds attribute
+//! parsing (opset-aware), shape and type checks, the Burn implementation, and its `register`
+//! function; each family's `register` lists its files, and [`register_all`] lists the families.
+//! Helpers used across families are in `util`.
 
 use crate::registry::OpRegistry;
 
-mod extra;
+mod controlflow;
+mod generator;
+mod logical;
 mod math;
-mod misc;
 mod nn;
+mod object_detection;
+mod optional;
+mod quantization;
+mod reduction;
+mod rnn;
 mod sequence;
-mod shape;
+mod signal;
+mod tensor;
+#[cfg(test)]
+mod tests;
+mod util;
 
 /// Registers every built-in operator.
 pub fn register_all(r: &mut OpRegistry) {
+    controlflow::register(r);
+    generator::register(r);
+    logical::register(r);
     math::register(r);
-    shape::register(r);
     nn::register(r);
-    misc::register(r);
+    object_detection::register(r);
+    optional::register(r);
+    quantization::register(r);
+    reduction::register(r);
+    rnn::register(r);
     sequence::register(r);
-    extra::register(r);
+    signal::register(r);
+    tensor::register(r);
 }

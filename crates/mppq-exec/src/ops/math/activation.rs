@@ -2,9 +2,10 @@
 //! LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus, Softsign, Mish, Gelu
 //! (`approximate` none/tanh), ThresholdedRelu, Shrink.
 
-use super::util::{float_full_like, need_float, one};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::elementwise::{float_full_like, need_float, one};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, FloatTensorOps};
 use burn::backend::{Dispatch, DispatchTensor};

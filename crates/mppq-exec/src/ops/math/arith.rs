@@ -2,9 +2,10 @@
 //! Sub, Mul, Div (float and integer; integer Div truncates toward zero like ONNX Runtime) and
 //! Mod (`fmod=0`: floor modulo, sign of the divisor; `fmod=1`: C fmod, sign of the dividend).
 
-use super::util::{Legacy, align_binary, div_overflows, has_zero, one};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::elementwise::{Legacy, align_binary, div_overflows, has_zero, one};
+use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
 use burn::backend::ops::{FloatTensorOps, IntTensorOps};

@@ -2,9 +2,10 @@
 //! scalar inputs from opset 11 on. Applied as `min(max(x, lo), hi)`, so `lo > hi` gives `hi`
 //! everywhere (as numpy and ONNX Runtime do).
 
-use super::util::{int_scalar, one};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::elementwise::{int_scalar, one};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -1,40 +1,45 @@
-//! Element-wise arithmetic, math functions, activations, comparisons, logic, bitwise operators,
-//! casts and pass-through operators.
+//! Math (ONNX's `math` operators): element-wise arithmetic and functions, activations, Clip,
+//! Pow, PRelu, variadic Max/Min/Sum/Mean, Expand, matrix products (MatMul, Gemm, Einsum),
+//! Softmax/LogSoftmax/Hardmax, TopK, CumSum/CumProd, Det and the losses. Shrink (ONNX `nn`)
+//! shares the activations' kernel and lives with them. The signal operators that ONNX also
+//! defines in `math` are in [`super::signal`].
 
 use crate::registry::OpRegistry;
 
 mod activation;
 mod arith;
-mod bitwise;
-mod cast;
 mod clip;
-mod compare;
-mod identity;
-mod isnan;
-mod logic;
+mod cumulative;
+mod det;
+mod einsum;
+mod expand;
+mod gemm;
+mod loss;
+pub(super) mod matmul;
 mod pow;
 mod prelu;
+mod softmax;
+#[cfg(test)]
+mod tests;
+mod topk;
 mod unary;
-mod util;
 mod variadic;
-mod where_op;
 
 pub fn register(r: &mut OpRegistry) {
     activation::register(r);
     arith::register(r);
-    bitwise::register(r);
-    cast::register(r);
     clip::register(r);
-    compare::register(r);
-    identity::register(r);
-    isnan::register(r);
-    logic::register(r);
+    cumulative::register(r);
+    det::register(r);
+    einsum::register(r);
+    expand::register(r);
+    gemm::register(r);
+    loss::register(r);
+    matmul::register(r);
     pow::register(r);
     prelu::register(r);
+    softmax::register(r);
+    topk::register(r);
     unary::register(r);
     variadic::register(r);
-    where_op::register(r);
 }
-
-#[cfg(test)]
-mod tests;

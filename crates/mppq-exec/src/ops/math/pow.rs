@@ -2,9 +2,10 @@
 //! integer base (computed on the host in f64, then truncated to the base's type, as ONNX
 //! Runtime does). The output has the base's type.
 
-use super::util::{Legacy, align_shapes, one};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::elementwise::{Legacy, align_shapes, one};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -1,9 +1,10 @@
 //! PRelu: `x < 0 ? slope * x : x`, the slope broadcasting to the input (float and integer).
 //! Before opset 7 a 1-D slope of one value per channel applies along axis 1.
 
-use super::util::{align_binary, int_scalar, one, select};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::elementwise::{self, align_binary, int_scalar, one, select};
+use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
 use burn::backend::Dispatch;
@@ -39,7 +40,7 @@ impl Kernel for PRelu {
         };
         let (x, slope, shape) = align_binary(ctx, x, slope)?;
         if shape != in_shape {
-            return Err(super::util::shape_err(ctx, in_shape, slope.shape(), "slope does not broadcast to the input"));
+            return Err(elementwise::shape_err(ctx, in_shape, slope.shape(), "slope does not broadcast to the input"));
         }
         let kind = x.kind();
         let dtype = x.burn_dtype();

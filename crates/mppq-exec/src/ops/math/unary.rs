@@ -2,9 +2,10 @@
 //! integer), Ceil, Floor, Round (half to even), Sqrt, Reciprocal, Exp, Log, Sin, Cos, Tan, Asin,
 //! Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Sigmoid, Tanh (float).
 
-use super::util::{int_scalar, one};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::elementwise::{int_scalar, one};
+use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, FloatTensorOps, IntTensorOps};

@@ -1,9 +1,10 @@
 //! Variadic element-wise operators with numpy broadcasting: Max, Min, Sum (float and integer)
 //! and Mean (float). One fold, parameterised by the pairwise operation; float Max/Min propagate NaN.
 
-use super::util::{align_binary, one, select};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::elementwise::{align_binary, one, select};
+use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
 use burn::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};

@@ -4,9 +4,10 @@
 //! nonpad_kv_seqlen, softcap (applied before the mask, as in the current spec and test data),
 //! softmax_precision and the four qk_matmul_output modes.
 
-use super::util::{float_tensor, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor, broadcast_shapes};
 use crate::value::Value;
 use burn::backend::ops::FloatTensorOps;

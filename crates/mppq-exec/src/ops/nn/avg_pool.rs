@@ -3,9 +3,10 @@
 //! kernel over [N*C, 1, spatial..], divided by the window count (AveragePool) or raised to
 //! 1/p (LpPool).
 
-use super::util::{Window, float_tensor, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{self, Window, float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::ops::{FloatTensorOps, ModuleOps};
@@ -32,7 +33,7 @@ struct Pool {
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let mode = if node.op.op_type == "LpPool" {
-        let p = if super::util::opset(node) < 2 { node.float("p", 2.0)? } else { node.int("p", 2)? as f32 };
+        let p = if layer::opset(node) < 2 { node.float("p", 2.0)? } else { node.int("p", 2)? as f32 };
         if p <= 0.0 {
             return Err(node.err(format!("p must be positive, got {p}")));
         }

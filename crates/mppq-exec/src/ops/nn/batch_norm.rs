@@ -2,9 +2,10 @@
 //! one multiply-add per channel) and training mode (batch statistics; running mean and
 //! variance outputs updated with `momentum`).
 
-use super::util::{float_tensor, moments, reshape, scalar_like, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{self, float_tensor, moments, reshape, scalar_like, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::Dispatch;
@@ -21,8 +22,8 @@ struct BatchNorm {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    let training = super::util::opset(node) >= 14 && node.int("training_mode", 0)? != 0;
-    if super::util::opset(node) < 9 && node.int("spatial", 1)? == 0 {
+    let training = layer::opset(node) >= 14 && node.int("training_mode", 0)? != 0;
+    if layer::opset(node) < 9 && node.int("spatial", 1)? == 0 {
         return Err(node.err("spatial=0 (per-activation statistics) is not supported"));
     }
     Ok(Box::new(BatchNorm {

@@ -4,9 +4,10 @@
 //! the last K-1 steps of the prefixed input become `present_state`.
 
 use super::conv::conv_forward;
-use super::util::{Window, float_tensor, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{self, Window, float_tensor, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::ops::{ActivationOps, FloatTensorOps};
@@ -69,7 +70,7 @@ impl Kernel for CausalConv {
             Slice::new((total - (k - 1)) as isize, Some(total as isize), 1),
         ]);
         let window =
-            Window { kernel: None, strides: None, dilations: None, pads: None, auto_pad: super::util::AutoPad::NotSet };
+            Window { kernel: None, strides: None, dilations: None, pads: None, auto_pad: layer::AutoPad::NotSet };
         // Half-precision inputs accumulate in float32 (then round to the input type, as the
         // function body's Conv output is).
         let wide = matches!(dtype, DataType::Float16 | DataType::BFloat16);

@@ -2,9 +2,10 @@
 //! [N, C, image..] (any number of spatial axes; strides, dilations, pads), summing overlaps:
 //! block-to-pixel indices are computed on the host, the sum is one scatter-add on Burn.
 
-use super::util::{check_output_size, float_tensor, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{check_output_size, float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::ops::{FloatTensorOps, IntTensorOps};

@@ -1,10 +1,11 @@
 //! Conv (1-d, 2-d, 3-d): auto_pad, asymmetric pads, strides, dilations, group, optional bias,
 //! on Burn's convolution kernels.
 
-use super::conv_cpu::{self, Conv2dGeometry, PackedWeights};
-use super::util::{Window, float_tensor, reshape, shape_err};
+use crate::cpu::conv::{self as cpu_conv, Conv2dGeometry, PackedWeights};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{Window, float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::Dispatch;
@@ -125,7 +126,7 @@ fn conv_with(
             pads: pairs(&r.pads),
             output: arr(&out),
         };
-        if let Some(y) = conv_cpu::try_conv2d(packed, &x, &w, bias.as_ref(), &geometry) {
+        if let Some(y) = cpu_conv::try_conv2d(packed, &x, &w, bias.as_ref(), &geometry) {
             return Ok(y);
         }
     }

@@ -2,9 +2,10 @@
 //! auto_pad and asymmetric pads (Burn computes the unpadded result; pads and output padding
 //! are then applied by slicing / zero-extending the output), optional bias.
 
-use super::util::{AutoPad, Window, float_tensor, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{self, AutoPad, Window, float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::ops::{FloatTensorOps, ModuleOps};
@@ -130,7 +131,7 @@ impl Kernel for ConvTranspose {
         }
         let mut out_shape = vec![xs[0], m];
         out_shape.extend(window.iter().map(|w| w.1));
-        super::util::check_output_size(ctx, &out_shape)?;
+        layer::check_output_size(ctx, &out_shape)?;
         if window.iter().any(|w| w.1 == 0) {
             return Err(shape_err(ctx, xs.clone(), out_shape, "empty output"));
         }

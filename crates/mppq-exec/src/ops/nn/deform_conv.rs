@@ -2,9 +2,10 @@
 //! optional modulation mask, offset groups, weight groups, strides, dilations and pads
 //! (asymmetric pads by zero-padding the input first), on Burn's deform_conv2d.
 
-use super::util::{Window, float_tensor, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{Window, float_tensor, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::ops::{FloatTensorOps, ModuleOps};

@@ -1,8 +1,9 @@
 //! GlobalAveragePool and GlobalMaxPool: mean / max over all spatial axes, kept as size 1.
 
-use super::util::{float_tensor, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -2,9 +2,10 @@
 //! spatial axes; scale and bias are per group in opset 18 and per channel from opset 21
 //! (which also computes in the `stash_type` precision).
 
-use super::util::{float_tensor, moments, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{self, float_tensor, moments, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::Dispatch;
@@ -27,7 +28,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     if groups < 1 {
         return Err(node.err(format!("num_groups must be positive, got {groups}")));
     }
-    let per_channel = super::util::opset(node) >= 21;
+    let per_channel = layer::opset(node) >= 21;
     Ok(Box::new(GroupNorm {
         groups: groups as usize,
         epsilon: f64::from(node.float("epsilon", 1e-5)?),

@@ -1,9 +1,10 @@
 //! InstanceNormalization: per-(batch, channel) normalisation over the spatial axes, then a
 //! per-channel scale and bias.
 
-use super::util::{float_tensor, moments, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{float_tensor, moments, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -2,9 +2,10 @@
 //! Scale and optional B (broadcast to the normalised shape), and returns Mean and InvStdDev
 //! when asked; computed in the `stash_type` precision.
 
-use super::util::{float_tensor, moments, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{float_tensor, moments, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, broadcast_shapes};
 use crate::value::Value;
 use burn::backend::Dispatch;

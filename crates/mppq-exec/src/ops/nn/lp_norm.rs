@@ -1,8 +1,9 @@
 //! LpNormalization: `x / ||x||_p` along one axis (p = 1 or 2); a zero norm gives zeros.
 
-use super::util::float_tensor;
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::float_tensor;
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::Dispatch;

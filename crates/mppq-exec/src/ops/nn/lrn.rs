@@ -2,9 +2,10 @@
 //! sum_{window} x^2)^beta`, the channel window sum computed as a ones-kernel convolution.
 
 use super::avg_pool::window_sum;
-use super::util::{float_tensor, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -2,9 +2,10 @@
 //! into a zero tensor of the unpooled shape (from kernel/strides/pads), zero-extended at the end
 //! to the output_shape input when given (as the ONNX reference does).
 
-use super::util::{Window, check_output_size, float_tensor, reshape, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{Window, check_output_size, float_tensor, reshape, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::ops::FloatTensorOps;

@@ -1,8 +1,9 @@
 //! MeanVarianceNormalization: `(x - mean) / (sqrt(var) + 1e-9)` over `axes` (default 0, 2, 3).
 
-use super::util::{float_tensor, moments};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{self, float_tensor, moments};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 use burn::backend::Dispatch;
@@ -17,7 +18,7 @@ struct Mvn {
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
-    let axes = if super::util::opset(node) < 9 && node.has("across_channels") {
+    let axes = if layer::opset(node) < 9 && node.has("across_channels") {
         if node.int("across_channels", 0)? != 0 { vec![0, 1, 2, 3] } else { vec![0, 2, 3] }
     } else {
         node.ints("axes")?.unwrap_or_else(|| vec![0, 2, 3])

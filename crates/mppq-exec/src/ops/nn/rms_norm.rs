@@ -1,9 +1,10 @@
 //! RMSNormalization (opset 23): `x / sqrt(mean(x^2) + epsilon) * scale` over the axes from
 //! `axis` to the last, computed in the `stash_type` precision.
 
-use super::util::{float_tensor, mean_dims, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{float_tensor, mean_dims, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, broadcast_shapes, normalize_axis};
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -2,9 +2,10 @@
 //! by position-dependent angles (cos/sin caches, optionally indexed by position_ids), in the
 //! half-split or interleaved layout; 3-D inputs pack the heads in the hidden axis.
 
-use super::util::{float_tensor, shape_err};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::layer::{float_tensor, shape_err};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use burn::backend::Dispatch;

@@ -1,9 +1,10 @@
 //! ConcatFromSequence: concatenates a sequence's tensors along `axis`, or stacks them along a new
 //! axis when `new_axis` is 1.
 
-use super::util::{one, sequence, stack};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::{one, sequence, stack};
+use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, normalize_axis};
 use crate::value::Value;
 

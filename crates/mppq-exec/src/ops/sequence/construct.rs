@@ -1,8 +1,9 @@
 //! SequenceConstruct: a sequence of the input tensors (all of one element type).
 
-use super::util::one;
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::one;
+use crate::registry::OpRegistry;
 use crate::value::Value;
 
 pub fn register(r: &mut OpRegistry) {

@@ -1,8 +1,9 @@
 //! SequenceEmpty: an empty sequence (the `dtype` attribute names its element type).
 
-use super::util::one;
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::one;
+use crate::registry::OpRegistry;
 use crate::value::Value;
 use mppq_ir::DataType;
 

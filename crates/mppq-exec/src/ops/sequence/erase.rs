@@ -1,8 +1,9 @@
 //! SequenceErase: a copy of a sequence without the tensor at a position (default: the last).
 
-use super::util::{one, position, sequence};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::{one, position, sequence};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 
 pub fn register(r: &mut OpRegistry) {

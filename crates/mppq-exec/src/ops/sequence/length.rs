@@ -1,8 +1,9 @@
 //! SequenceLength: the number of tensors in a sequence, an int64 scalar.
 
-use super::util::{one, sequence};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::{one, sequence};
+use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
 

@@ -1,9 +1,10 @@
 //! SequenceMap: runs the `body` sub-graph once per element of the input sequence(s) (tensor
 //! inputs are passed whole to every run) and collects each body output into a sequence.
 
-use super::util::{Body, body};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::{Body, body};
+use crate::registry::OpRegistry;
 use crate::value::Value;
 
 pub fn register(r: &mut OpRegistry) {

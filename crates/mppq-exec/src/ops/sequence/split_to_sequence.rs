@@ -2,9 +2,10 @@
 //! `split`), by chunk lengths (1-D `split`), or into single entries (no `split`; `keepdims`
 //! decides whether the split axis stays).
 
-use super::util::{narrow, one, take};
 use crate::error::Result;
-use crate::registry::{Kernel, KernelContext, OpNode, OpRegistry};
+use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::ops::util::sequence::{narrow, one, take};
+use crate::registry::OpRegistry;
 use crate::tensor::{Kind, normalize_axis};
 use crate::value::Value;
 

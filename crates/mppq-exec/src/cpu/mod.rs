@@ -1,0 +1,47 @@
+//! The hand-written CPU kernels, for the few operators where Burn's CPU backend (`flex`) was the
+//! bottleneck: float32 convolution as an implicit GEMM (`conv`) on our packed matrix product
+//! (`sgemm`), and 2-d max pooling (`max_pool`). The operators ([`crate::ops`]) keep their
+//! attributes and checks and call these when the input is a contiguous CPU float32 tensor.
+//!
+//! This module also gives zero-copy access to the float32 buffers of `flex`: reading a Burn
+//! tensor through `TensorData` copies it, which on ResNet-18 cost as much as the arithmetic.
+
+pub(crate) mod conv;
+pub(crate) mod max_pool;
+pub(crate) mod sgemm;
+
+use crate::tensor::Tensor;
+use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};
+use burn::tensor::DType;
+
+/// Matches the flex float32 tensor inside a [`Tensor`] (not recorded for autodiff).
+macro_rules! flex_f32 {
+    ($t:expr) => {
+        match $t.dispatch() {
+            DispatchTensor {
+                kind: DispatchTensorKind::Flex(BackendTensor::Float(ft)),
+                autodiff: DispatchAutodiffContext::Disabled,
+            } if ft.dtype() == DType::F32 => Some(ft),
+            _ => None,
+        }
+    };
+}
+
+/// The values of a contiguous CPU float32 tensor, row-major, without copying; `None` for any
+/// other tensor (other device, dtype, strided view, autodiff).
+pub fn f32_values(t: &Tensor) -> Option<&[f32]> {
+    flex_f32!(t)?.as_slice::<f32>()
+}
+
+/// Whether `a` and `b` are views of the same buffer at the same place and shape, i.e. hold the
+/// same values (used to reuse what was derived from a weight, such as its packed form).
+pub fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
+    match (flex_f32!(a), flex_f32!(b)) {
+        (Some(x), Some(y)) => {
+            std::sync::Arc::ptr_eq(&x.data_arc(), &y.data_arc())
+                && x.layout().start_offset() == y.layout().start_offset()
+                && x.layout().shape() == y.layout().shape()
+        }
+        _ => false,
+    }
+}

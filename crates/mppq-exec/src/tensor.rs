@@ -700,12 +700,12 @@ fn reshape_raw(kind: Kind, t: DispatchTensor, shape: Shape) -> DispatchTensor {
     }
 }
 
+/// Two operands brought to their common shape, and that shape.
+pub type Broadcast = (Tensor, Tensor, Vec<usize>);
+
 /// Brings two operands of a broadcasting operation to their common shape (numpy rules), or
 /// returns their shapes when they do not broadcast.
-pub fn broadcast_pair(
-    a: Tensor,
-    b: Tensor,
-) -> std::result::Result<(Tensor, Tensor, Vec<usize>), (Vec<usize>, Vec<usize>)> {
+pub fn broadcast_pair(a: Tensor, b: Tensor) -> std::result::Result<Broadcast, (Vec<usize>, Vec<usize>)> {
     let (sa, sb) = (a.shape(), b.shape());
     let Some(out) = broadcast_shapes(&sa, &sb) else { return Err((sa, sb)) };
     let lift = |t: Tensor, s: &[usize]| {

@@ -62,7 +62,7 @@ impl Pipeline {
         passes.push(Box::new(ParameterQuantize { options: calibration.observer_options() }));
         passes.push(Box::new(RuntimeCalibration {
             setting: calibration.calibration_setting(),
-            observer: calibration.observer.clone(),
+            observer: calibration.observer,
         }));
         let a = &setting.alignment;
         passes.push(Box::new(QuantAlignment {

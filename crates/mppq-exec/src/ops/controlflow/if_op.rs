@@ -143,7 +143,7 @@ pub(super) mod backend_stub {
         let mut reg = OpRegistry::builtin();
         reg.register_fn("Constant", 1, constant);
         reg.register_fn("Identity", 1, identity);
-        let model = mppq_onnx::load_model(&dir.join("model.onnx")).ok()?;
+        let model = mppq_onnx::load_model(dir.join("model.onnx")).ok()?;
         let device = Device::cpu();
         let exec = match Executor::new(&model.graph, &reg, &device, &|d| model.opset(d).unwrap_or(0)) {
             Ok(e) => e,
@@ -154,7 +154,7 @@ pub(super) mod backend_stub {
         let set = dir.join("test_data_set_0");
         let mut feeds = Vec::new();
         for (i, n) in exec.input_names().iter().enumerate() {
-            let d = mppq_onnx::decode_tensor_file(&set.join(format!("input_{i}.pb"))).ok()?;
+            let d = mppq_onnx::decode_tensor_file(set.join(format!("input_{i}.pb"))).ok()?;
             feeds.push((n.to_string(), Value::from(Tensor::from_data(&d, &device).ok()?)));
         }
         let out = match exec.run(feeds, &mut []) {
@@ -162,7 +162,7 @@ pub(super) mod backend_stub {
             Err(e) => return Some(Err(e.to_string())),
         };
         for (i, (_, v)) in out.iter().enumerate() {
-            let want = mppq_onnx::decode_tensor_file(&set.join(format!("output_{i}.pb"))).ok()?;
+            let want = mppq_onnx::decode_tensor_file(set.join(format!("output_{i}.pb"))).ok()?;
             let Some(got) = v.as_tensor() else { return Some(Err(format!("output {i} is not a tensor"))) };
             let want_t = Tensor::from_data(&want, &device).ok()?;
             if got.shape() != want_t.shape() || got.dtype() != want_t.dtype() {

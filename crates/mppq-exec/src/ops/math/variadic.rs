@@ -38,7 +38,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 
 /// Float Max/Min take `y` where it wins or is NaN, so NaN propagates from either side.
 fn takes_y(wins: DispatchTensor, y: &DispatchTensor) -> DispatchTensor {
-    Dispatch::bool_or(wins, Dispatch::float_is_nan(y.clone(), crate::tensor::bool_for(&y)))
+    Dispatch::bool_or(wins, Dispatch::float_is_nan(y.clone(), crate::tensor::bool_for(y)))
 }
 
 fn pair(op: Op, kind: Kind, x: DispatchTensor, y: DispatchTensor) -> DispatchTensor {

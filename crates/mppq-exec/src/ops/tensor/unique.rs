@@ -27,7 +27,7 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 /// Groups equal rows: returns (first index of each unique row, inverse index of each row,
 /// count of each unique row), unique rows sorted ascending or in order of first occurrence.
 fn group<T: PartialOrd + Copy>(values: &[T], rows: usize, sorted: bool) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
-    let width = if rows == 0 { 0 } else { values.len() / rows };
+    let width = values.len().checked_div(rows).unwrap_or(0);
     let row = |i: usize| &values[i * width..(i + 1) * width];
     let cmp = |a: usize, b: usize| -> Ordering {
         for (x, y) in row(a).iter().zip(row(b)) {

@@ -36,25 +36,50 @@ pub struct QuantizerOptions {
     pub observer: Option<mppq_ir::quant::ObserverKind>,
 }
 
-impl QuantizerOptions {
-    /// Errors when an option the platform does not offer was set.
-    pub fn refuse(&self, platform: &str, fields: &[&str]) -> Result<()> {
-        for field in fields {
-            let set = match *field {
-                "bits" => self.bits.is_some(),
-                "weight_bits" => self.weight_bits.is_some(),
-                "per_channel" => self.per_channel.is_some(),
-                "symmetric" => self.symmetric.is_some(),
-                "observer" => self.observer.is_some(),
-                _ => false,
-            };
-            if set {
-                return Err(ApiError::Setting(format!(
-                    "platform `{platform}` has a fixed `{field}`; use the `lowbit` platform (or your own) to choose it"
-                )));
-            }
+/// One of the [`QuantizerOptions`], for a platform to say which ones it fixes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantizerOption {
+    Bits,
+    WeightBits,
+    PerChannel,
+    Symmetric,
+    Observer,
+}
+
+impl QuantizerOption {
+    /// The key in the setting file's `[quantizer]` section.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Bits => "bits",
+            Self::WeightBits => "weight_bits",
+            Self::PerChannel => "per_channel",
+            Self::Symmetric => "symmetric",
+            Self::Observer => "observer",
         }
-        Ok(())
+    }
+}
+
+impl QuantizerOptions {
+    /// Whether the user set `option`.
+    pub fn is_set(&self, option: QuantizerOption) -> bool {
+        match option {
+            QuantizerOption::Bits => self.bits.is_some(),
+            QuantizerOption::WeightBits => self.weight_bits.is_some(),
+            QuantizerOption::PerChannel => self.per_channel.is_some(),
+            QuantizerOption::Symmetric => self.symmetric.is_some(),
+            QuantizerOption::Observer => self.observer.is_some(),
+        }
+    }
+
+    /// Errors when an option the platform fixes was set.
+    pub fn refuse(&self, platform: &str, fixed: &[QuantizerOption]) -> Result<()> {
+        match fixed.iter().find(|o| self.is_set(**o)) {
+            Some(option) => Err(ApiError::Setting(format!(
+                "platform `{platform}` has a fixed `{}`; use the `lowbit` platform (or your own) to choose it",
+                option.key()
+            ))),
+            None => Ok(()),
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! refuses the options its target fixes (an option is never silently ignored).
 
 use crate::error::{ApiError, Result};
-use crate::platform::{Platform, QuantizerOptions};
+use crate::platform::{Platform, QuantizerOption as O, QuantizerOptions};
 use mppq_quant::quantizer::{
     Fp8Format, Fp8Quantizer, LowBitQuantizer, OnnxRuntimeQuantizer, Quantizer, TensorRtQuantizer,
 };
@@ -30,7 +30,7 @@ impl Platform for OnnxRuntime {
         "ONNX Runtime QDQ: uint8 asymmetric activations, per-channel weights in int8 limited to [-64, 63] (exact on CPUs without VNNI), int32 biases"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.refuse(self.name(), &["bits", "per_channel", "symmetric"])?;
+        o.refuse(self.name(), &[O::Bits, O::PerChannel, O::Symmetric])?;
         let mut q = OnnxRuntimeQuantizer::default();
         // 7-bit weights keep ORT exact on x86 CPUs without VNNI; 8 is right where ORT's integer
         // kernels do not saturate (VNNI CPUs, other execution providers).
@@ -58,7 +58,7 @@ impl Platform for TensorRt {
         "TensorRT-style: int8 symmetric per-tensor activations, int8 symmetric per-channel weights"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.refuse(self.name(), &["bits", "weight_bits", "per_channel", "symmetric"])?;
+        o.refuse(self.name(), &[O::Bits, O::WeightBits, O::PerChannel, O::Symmetric])?;
         let mut q = TensorRtQuantizer::default();
         if let Some(observer) = o.observer {
             q.observer = observer;
@@ -116,7 +116,7 @@ impl Platform for Fp8 {
         }
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.refuse(self.name, &["bits", "weight_bits", "per_channel", "symmetric", "observer"])?;
+        o.refuse(self.name, &[O::Bits, O::WeightBits, O::PerChannel, O::Symmetric, O::Observer])?;
         Ok(Box::new(Fp8Quantizer::new(self.format)))
     }
 }

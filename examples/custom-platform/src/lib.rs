@@ -23,6 +23,7 @@ use mppq_api::ir::quant::{
     TargetPrecision, TensorQuantConfig,
 };
 use mppq_api::ir::{Graph, OpId};
+use mppq_api::platform::QuantizerOption as O;
 use mppq_api::quant::quantizer::Quantizer;
 use mppq_api::{Platform, QuantizerOptions};
 use std::collections::HashMap;
@@ -143,7 +144,7 @@ impl Platform for ExampleDsp {
     }
 
     fn quantizer(&self, options: &QuantizerOptions) -> mppq_api::Result<Box<dyn Quantizer>> {
-        options.refuse(self.name(), &["bits", "weight_bits", "per_channel", "symmetric", "observer"])?;
+        options.refuse(self.name(), &[O::Bits, O::WeightBits, O::PerChannel, O::Symmetric, O::Observer])?;
         Ok(Box::new(DspQuantizer))
     }
 

@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::value::Value;
 use mppq_ir::OpId;
+use mppq_ir::quant::ConfigSide;
 
 /// Identifies the operation a hook is called for.
 pub struct OpInfo<'a> {
@@ -18,6 +19,36 @@ pub trait ExecHook {
         Ok(())
     }
     fn after_op(&mut self, _op: &OpInfo<'_>, _outputs: &mut [Option<Value>]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Looks at values without changing them: every input of an operation before it runs and every
+/// output after, by slot. Observers and statistics collectors implement this, and [`Tap`] turns
+/// one into an [`ExecHook`].
+pub trait TensorTap {
+    /// Sees one present value: input or output `slot` of operation `op`.
+    fn tap(&mut self, op: OpId, side: ConfigSide, slot: usize, value: &Value);
+}
+
+/// An [`ExecHook`] that shows every input and output to a [`TensorTap`].
+pub struct Tap<T>(pub T);
+
+impl<T: TensorTap> ExecHook for Tap<T> {
+    fn before_op(&mut self, op: &OpInfo<'_>, inputs: &mut [Option<Value>]) -> Result<()> {
+        for (slot, v) in inputs.iter().enumerate() {
+            if let Some(v) = v {
+                self.0.tap(op.id, ConfigSide::Input, slot, v);
+            }
+        }
+        Ok(())
+    }
+    fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> Result<()> {
+        for (slot, v) in outputs.iter().enumerate() {
+            if let Some(v) = v {
+                self.0.tap(op.id, ConfigSide::Output, slot, v);
+            }
+        }
         Ok(())
     }
 }

@@ -8,8 +8,8 @@
 
 use crate::error::{InPass, PassError, Result};
 use crate::pass::PassContext;
-use mppq_exec::hooks::OpInfo;
-use mppq_exec::{BurnFakeQuant, ExecHook, QuantSimulation, Value};
+use mppq_exec::hooks::{Tap, TensorTap};
+use mppq_exec::{BurnFakeQuant, QuantSimulation, Value};
 use mppq_ir::quant::ConfigSide;
 use mppq_ir::{Graph, OpId, VarId};
 use std::collections::HashMap;
@@ -188,9 +188,9 @@ struct StatHook<'g> {
     error: Option<String>,
 }
 
-impl StatHook<'_> {
-    fn observe(&mut self, key: (OpId, ConfigSide, usize), value: &Option<Value>) {
-        let (Some(indices), Some(Value::Tensor(t))) = (self.taps.get(&key), value) else { return };
+impl TensorTap for StatHook<'_> {
+    fn tap(&mut self, op: OpId, side: ConfigSide, slot: usize, value: &Value) {
+        let (Some(indices), Value::Tensor(t)) = (self.taps.get(&(op, side, slot)), value) else { return };
         if self.error.is_some() || t.kind() != mppq_exec::tensor::Kind::Float {
             return;
         }
@@ -201,21 +201,6 @@ impl StatHook<'_> {
                 self.error = Some(format!("variable `{}`: {e}", self.graph.var_name(request.var)));
             }
         }
-    }
-}
-
-impl ExecHook for StatHook<'_> {
-    fn before_op(&mut self, op: &OpInfo<'_>, inputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
-        for (i, v) in inputs.iter().enumerate() {
-            self.observe((op.id, ConfigSide::Input, i), v);
-        }
-        Ok(())
-    }
-    fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
-        for (i, v) in outputs.iter().enumerate() {
-            self.observe((op.id, ConfigSide::Output, i), v);
-        }
-        Ok(())
     }
 }
 
@@ -245,17 +230,17 @@ pub fn collect_statistics(
     for mode in modes {
         let exec = ctx.executor(pass)?;
         let graph: &Graph = ctx.graph;
-        let mut hook = StatHook { graph, taps: HashMap::new(), accumulators: Vec::new(), error: None };
+        let mut hook = Tap(StatHook { graph, taps: HashMap::new(), accumulators: Vec::new(), error: None });
         for request in requests.iter().filter(|r| r.mode == mode) {
-            if hook.accumulators.iter().any(|(r, _)| r == request) {
+            if hook.0.accumulators.iter().any(|(r, _)| r == request) {
                 continue;
             }
             let tap = tap_of(graph, request.var).ok_or_else(|| PassError::Invalid {
                 pass,
                 message: format!("statistics of `{}`: no operation reads or writes it", graph.var_name(request.var)),
             })?;
-            hook.taps.entry(tap).or_default().push(hook.accumulators.len());
-            hook.accumulators.push((*request, Accumulator::new(request.statistic)));
+            hook.0.taps.entry(tap).or_default().push(hook.0.accumulators.len());
+            hook.0.accumulators.push((*request, Accumulator::new(request.statistic)));
         }
         ctx.progress.begin(&format!("{pass}: statistics ({mode:?} graph)"), batches as u64);
         for i in 0..batches {
@@ -271,14 +256,14 @@ pub fn collect_statistics(
                 }
             }
             .in_pass(pass)?;
-            if let Some(message) = hook.error.take() {
+            if let Some(message) = hook.0.error.take() {
                 return Err(PassError::Invalid { pass, message });
             }
             ctx.progress.advance(1);
         }
         ctx.progress.finish();
         out.batches_run.insert(mode, batches);
-        out.values.extend(hook.accumulators.into_iter().map(|(r, a)| (r, a.finish())));
+        out.values.extend(hook.0.accumulators.into_iter().map(|(r, a)| (r, a.finish())));
     }
     Ok(out)
 }

@@ -6,8 +6,8 @@
 use crate::data::CalibrationData;
 use crate::error::{QuantError, Result};
 use crate::observer::{Observer, ObserverOptions, create_observer};
-use mppq_exec::hooks::OpInfo;
-use mppq_exec::{ExecHook, Executor, Value};
+use mppq_exec::hooks::{Tap, TensorTap};
+use mppq_exec::{Executor, Value};
 use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at_mut, sync_dominated};
 use mppq_ir::{Graph, OpId, op_roles};
 use std::collections::HashMap;
@@ -32,33 +32,18 @@ struct ObserveHook {
     error: Option<QuantError>,
 }
 
-impl ObserveHook {
-    fn observe(&mut self, key: Key, value: &Option<Value>) {
+impl TensorTap for ObserveHook {
+    fn tap(&mut self, op: OpId, side: ConfigSide, slot: usize, value: &Value) {
         if self.error.is_some() {
             return;
         }
-        let (Some(observer), Some(Value::Tensor(t))) = (self.observers.get_mut(&key), value) else { return };
+        let (Some(observer), Value::Tensor(t)) = (self.observers.get_mut(&(op, side, slot)), value) else { return };
         if t.kind() != mppq_exec::tensor::Kind::Float {
             return;
         }
         if let Err(e) = observer.observe(&t.to_f32_vec(), &t.shape()) {
             self.error = Some(e);
         }
-    }
-}
-
-impl ExecHook for ObserveHook {
-    fn before_op(&mut self, op: &OpInfo<'_>, inputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
-        for (i, v) in inputs.iter().enumerate() {
-            self.observe((op.id, ConfigSide::Input, i), v);
-        }
-        Ok(())
-    }
-    fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
-        for (i, v) in outputs.iter().enumerate() {
-            self.observe((op.id, ConfigSide::Output, i), v);
-        }
-        Ok(())
     }
 }
 
@@ -156,9 +141,9 @@ pub fn calibrate_activations(
         return Err(QuantError::EmptyCalibration);
     }
     let passes = activations.values().map(|o| o.passes()).max().unwrap_or(1);
-    let mut hook = ObserveHook { observers: activations, error: None };
+    let mut hook = Tap(ObserveHook { observers: activations, error: None });
     for pass in 0..passes {
-        for o in hook.observers.values_mut() {
+        for o in hook.0.observers.values_mut() {
             if pass < o.passes() {
                 o.begin_pass(pass)?;
             }
@@ -168,14 +153,14 @@ pub fn calibrate_activations(
             let batch = batches.batch(i, exec.device()).map_err(|message| QuantError::Batch { batch: i, message })?;
             exec.run(batch, &mut [&mut hook])
                 .map_err(|e| QuantError::Batch { batch: i, message: format!("the model failed: {e}") })?;
-            if let Some(e) = hook.error.take() {
+            if let Some(e) = hook.0.error.take() {
                 return Err(e);
             }
             progress(&task, i + 1, count);
         }
     }
     let mut calibrated = 0;
-    for (key, observer) in hook.observers {
+    for (key, observer) in hook.0.observers {
         if let Some(config) = config_mut(graph, key) {
             observer.finalize(config)?;
             calibrated += 1;

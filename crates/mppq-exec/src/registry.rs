@@ -33,12 +33,6 @@ impl OpRegistry {
         Self::default()
     }
 
-    /// Every built-in operator.
-    pub fn builtin() -> Self {
-        let mut r = Self::empty();
-        crate::ops::register_all(&mut r);
-        r
-    }
 
     /// Registers `builder` for `op_type` in `domain` from opset `since` on. A later registration
     /// for the same (domain, op type, since) replaces the earlier one: that is how a platform

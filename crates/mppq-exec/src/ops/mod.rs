@@ -25,6 +25,16 @@ mod tensor;
 mod tests;
 mod util;
 
+impl OpRegistry {
+    /// Every built-in operator. (Defined here, not in `registry.rs`, so that the registry does not
+    /// depend on the operators that depend on it.)
+    pub fn builtin() -> Self {
+        let mut r = Self::empty();
+        register_all(&mut r);
+        r
+    }
+}
+
 /// Registers every built-in operator.
 pub fn register_all(r: &mut OpRegistry) {
     controlflow::register(r);

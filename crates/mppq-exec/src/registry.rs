@@ -33,7 +33,6 @@ impl OpRegistry {
         Self::default()
     }
 
-
     /// Registers `builder` for `op_type` in `domain` from opset `since` on. A later registration
     /// for the same (domain, op type, since) replaces the earlier one: that is how a platform
     /// overrides a built-in operator.

@@ -6,7 +6,8 @@
 //! the full graph (float or simulated). It is bounded in memory: when the inputs of every batch
 //! would take more than [`BlockRunner::DEFAULT_CACHE_BYTES`] (or the limit given), an evenly
 //! spaced subset of the batches is cached instead (subsampling, not spilling to disk: the blocks
-//! train on a subset, and the run says how many batches it kept).
+//! train on a subset, and `BlockRunner::batches` says which batches it kept). One batch is always
+//! kept, even when it alone exceeds the bound.
 
 use crate::error::{InPass, PassError, Result};
 use crate::pass::PassContext;

@@ -34,12 +34,19 @@ impl ParamView {
         }
     }
 
-    /// Multiplies every element of channel `c` by `factors[c]`.
-    pub fn scale_channels(&mut self, factors: &[f32]) {
+    /// Multiplies every element of channel `c` by `factors[c]`; one factor per channel.
+    pub fn scale_channels(&mut self, factors: &[f32]) -> Result<()> {
+        if factors.len() != self.channels() {
+            return Err(PassError::Invalid {
+                pass: "params",
+                message: format!("`{}`: {} factors for {} channels", self.name, factors.len(), self.channels()),
+            });
+        }
         for i in 0..self.values.len() {
             let c = self.channel_of(i);
             self.values[i] *= factors[c];
         }
+        Ok(())
     }
 }
 

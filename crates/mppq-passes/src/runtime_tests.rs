@@ -151,8 +151,9 @@ fn weights_by_role_are_written_back_and_change_the_output() {
     assert_eq!((w.shape.as_slice(), w.channel_axis, w.channels()), (&[3, 3, 3, 3][..], Some(0), 3));
     // Output channel c scaled by s_c: weight and bias of channel c scaled together.
     let factors = [2.0, 0.5, 1.0];
-    w.scale_channels(&factors);
-    b.scale_channels(&factors);
+    w.scale_channels(&factors).unwrap();
+    b.scale_channels(&factors).unwrap();
+    assert!(w.scale_channels(&[1.0, 2.0]).is_err(), "one factor per channel");
     write_param(&mut h.graph, &w).unwrap();
     write_param(&mut h.graph, &b).unwrap();
     let after = h.run_fp32(&h.batches[0].clone());

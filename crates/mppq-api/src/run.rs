@@ -52,8 +52,10 @@ fn check_declared(model: &Model, path: &Path, name: &str, data: &TensorData) -> 
         return Err(ApiError::data(path, format!("input `{name}` must be {dt}, the file holds {}", data.dtype())));
     }
     if let Some(dims) = &t.shape {
+        // Exporters write a dynamic dimension as a name, as nothing, or as -1 or 0 (PaddlePaddle,
+        // old tf2onnx): only a positive value fixes the size.
         let fits = dims.len() == data.rank()
-            && dims.iter().zip(data.shape()).all(|(d, s)| !matches!(d, Dim::Known(k) if *k != *s as i64));
+            && dims.iter().zip(data.shape()).all(|(d, s)| !matches!(d, Dim::Known(k) if *k > 0 && *k != *s as i64));
         if !fits {
             return Err(ApiError::data(
                 path,
@@ -131,4 +133,32 @@ pub fn output_file_name(name: &str) -> String {
     let clean: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
     format!("{clean}.npy")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mppq_ir::{DataType, Graph, TensorType, ValueType, Variable};
+
+    fn model_with_input(dims: Vec<Dim>) -> Model {
+        let mut g = Graph::new("g");
+        let mut x = Variable::new("x");
+        x.ty = Some(ValueType::Tensor(TensorType::new(DataType::Float, dims)));
+        let x = g.add_variable(x).unwrap();
+        g.add_graph_input(x).unwrap();
+        Model::new(g, 17)
+    }
+
+    #[test]
+    fn negative_zero_and_named_dims_take_any_size() {
+        let data = TensorData::from_vec(vec![6, 3, 48], &vec![0f32; 6 * 3 * 48]).unwrap();
+        let path = Path::new("batch.npy");
+        for first in [Dim::Known(-1), Dim::Known(0), Dim::Symbolic("n".into()), Dim::Unknown] {
+            let m = model_with_input(vec![first.clone(), Dim::Known(3), Dim::Known(-1)]);
+            assert!(check_declared(&m, path, "x", &data).is_ok(), "{first:?}");
+        }
+        let fixed = model_with_input(vec![Dim::Known(6), Dim::Known(4), Dim::Known(-1)]);
+        let err = check_declared(&fixed, path, "x", &data).unwrap_err().to_string();
+        assert!(err.contains("batch.npy") && err.contains("[6, 3, 48]"), "{err}");
+    }
 }

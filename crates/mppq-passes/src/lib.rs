@@ -9,7 +9,7 @@
 //! progress ([`progress`]). The pipeline ([`Pipeline::full`]) is the one list of steps, dispatch
 //! and quantizer initialisation included:
 //!
-//! [`fold_batchnorm`] → [`dispatch`] → [`init_quantization`] → [`quant_fusion`] →
+//! [`fold_constants`] → [`fold_batchnorm`] → [`dispatch`] → [`init_quantization`] → [`quant_fusion`] →
 //! [`redundant_quant_simplify`] → [`parameter_quantize`] → [`runtime_calibration`] →
 //! [`quant_alignment`] → [`passive_parameter_quantize`] → [`parameter_baking`].
 //!
@@ -42,6 +42,7 @@ pub mod block;
 pub mod dispatch;
 pub mod error;
 pub mod fold_batchnorm;
+pub mod fold_constants;
 pub mod init_quantization;
 pub mod parameter_baking;
 pub mod parameter_quantize;

@@ -4,6 +4,7 @@
 use crate::dispatch::Dispatch;
 use crate::error::Result;
 use crate::fold_batchnorm::FoldBatchNorm;
+use crate::fold_constants::FoldConstants;
 use crate::init_quantization::InitQuantization;
 use crate::parameter_baking::ParameterBaking;
 use crate::parameter_quantize::ParameterQuantize;
@@ -23,7 +24,7 @@ use std::time::Instant;
 pub struct Pipeline;
 
 impl Pipeline {
-    /// The whole run, front to back: fold_batchnorm → dispatch → init_quantization →
+    /// The whole run, front to back: fold_constants → fold_batchnorm → dispatch → init_quantization →
     /// quant_fusion → redundant_quant_simplify → parameter_quantize → runtime_calibration →
     /// quant_alignment → passive_parameter_quantize (after alignment: biases use the aligned input
     /// scales) → parameter_baking. Structural passes come before dispatch, which decides per final
@@ -45,6 +46,9 @@ impl Pipeline {
     fn build(setting: &PipelineSetting, front: Option<(Dispatch, Arc<dyn Quantizer>)>) -> Result<Vec<Box<dyn Pass>>> {
         setting.validate()?;
         let mut passes: Vec<Box<dyn Pass>> = Vec::new();
+        if setting.fusion.constant_fold {
+            passes.push(Box::new(FoldConstants));
+        }
         if setting.fusion.bn_fold {
             passes.push(Box::new(FoldBatchNorm));
         }
@@ -116,6 +120,7 @@ mod tests {
         assert_eq!(
             names(&PipelineSetting::default()),
             [
+                "fold_constants",
                 "fold_batchnorm",
                 "quant_fusion",
                 "redundant_quant_simplify",
@@ -125,8 +130,7 @@ mod tests {
                 "passive_parameter_quantize"
             ]
         );
-        let json =
-            r#"{"fusion": {"bn_fold": false, "quant_fusion": false}, "redundant_simplify": false, "baking": true}"#;
+        let json = r#"{"fusion": {"constant_fold": false, "bn_fold": false, "quant_fusion": false}, "redundant_simplify": false, "baking": true}"#;
         let s = PipelineSetting::from_json(json).unwrap();
         assert_eq!(
             names(&s),

@@ -36,6 +36,8 @@ impl Default for PipelineSetting {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FusionSetting {
+    /// Make Constant nodes initializers (weights stored in Constant nodes become weights).
+    pub constant_fold: bool,
     /// Fold BatchNormalization into the preceding Conv/ConvTranspose/Gemm.
     pub bn_fold: bool,
     /// Computing op + activation share one output config (`quant_fusion`).
@@ -46,7 +48,7 @@ pub struct FusionSetting {
 
 impl Default for FusionSetting {
     fn default() -> Self {
-        Self { bn_fold: true, quant_fusion: true, activations: vec!["Relu".into(), "Clip".into()] }
+        Self { constant_fold: true, bn_fold: true, quant_fusion: true, activations: vec!["Relu".into(), "Clip".into()] }
     }
 }
 

@@ -124,8 +124,9 @@ fn default_platform_snr() {
     let setting = PipelineSetting::default();
     let cnn = testdata_snr("tiny_cnn", default.clone(), &setting);
     assert!(cnn.snr > 35.0, "tiny_cnn {:.2} dB", cnn.snr);
-    let order: Vec<&str> = cnn.reports.iter().take(3).map(|r| r.pass).collect();
-    assert_eq!(order, ["fold_batchnorm", "dispatch", "init_quantization"], "structure, then dispatch, then configs");
+    let order: Vec<&str> = cnn.reports.iter().take(4).map(|r| r.pass).collect();
+    let want = ["fold_constants", "fold_batchnorm", "dispatch", "init_quantization"];
+    assert_eq!(order, want, "structure, then dispatch, then configs");
     assert_eq!(changed(&cnn, "fold_batchnorm"), 3, "three BatchNormalizations folded before dispatch");
     assert_eq!(changed(&cnn, "quant_fusion"), 3, "conv1+relu1, conv2+relu2, residual Add+relu3");
     let tr = testdata_snr("tiny_transformer", default.clone(), &setting);
@@ -205,7 +206,7 @@ fn calibration_reports_progress_per_batch() {
     let mut progress = RecordingProgress::default();
     let mut ctx = PassContext::new(&mut graph, &registry, &device, &|_| 17, &batches, &mut progress);
     let setting = PipelineSetting {
-        fusion: mppq_passes::FusionSetting { bn_fold: false, ..Default::default() },
+        fusion: mppq_passes::FusionSetting { constant_fold: false, bn_fold: false, ..Default::default() },
         ..Default::default()
     };
     run_pipeline(&mut ctx, &mut Pipeline::from_setting(&setting).unwrap()).unwrap();

@@ -2,7 +2,9 @@
 //! (the executor-free half of PPQ's graph merger). Each morph is one module.
 
 mod fold_batchnorm;
+mod fold_constants;
 mod fuse_qdq;
 
 pub use fold_batchnorm::fold_batchnorm;
+pub use fold_constants::fold_constants;
 pub use fuse_qdq::fuse_qdq_conv;

@@ -34,6 +34,9 @@ pub struct QuantizerOptions {
     pub symmetric: Option<bool>,
     /// Activation observer: minmax, percentile, kl, mse, isotone, constant, floating, hist.
     pub observer: Option<mppq_ir::quant::ObserverKind>,
+    /// ONNX Runtime's `reduce_range`: 7-bit weights ([-64, 63]), which keep ORT's u8×s8 integer
+    /// kernels exact on x86 CPUs without VNNI (their `pmaddubsw` saturates with 8-bit weights).
+    pub reduce_range: Option<bool>,
 }
 
 /// One of the [`QuantizerOptions`], for a platform to say which ones it fixes.
@@ -44,9 +47,13 @@ pub enum QuantizerOption {
     PerChannel,
     Symmetric,
     Observer,
+    ReduceRange,
 }
 
 impl QuantizerOption {
+    pub const ALL: [QuantizerOption; 6] =
+        [Self::Bits, Self::WeightBits, Self::PerChannel, Self::Symmetric, Self::Observer, Self::ReduceRange];
+
     /// The key in the setting file's `[quantizer]` section.
     pub fn key(self) -> &'static str {
         match self {
@@ -55,6 +62,7 @@ impl QuantizerOption {
             Self::PerChannel => "per_channel",
             Self::Symmetric => "symmetric",
             Self::Observer => "observer",
+            Self::ReduceRange => "reduce_range",
         }
     }
 }
@@ -68,12 +76,15 @@ impl QuantizerOptions {
             QuantizerOption::PerChannel => self.per_channel.is_some(),
             QuantizerOption::Symmetric => self.symmetric.is_some(),
             QuantizerOption::Observer => self.observer.is_some(),
+            QuantizerOption::ReduceRange => self.reduce_range.is_some(),
         }
     }
 
-    /// Errors when an option the platform fixes was set.
-    pub fn refuse(&self, platform: &str, fixed: &[QuantizerOption]) -> Result<()> {
-        match fixed.iter().find(|o| self.is_set(**o)) {
+    /// Errors when an option the platform does not honour was set: a platform lists what it
+    /// honours, so an option added later is refused by every platform that does not know it,
+    /// never silently ignored.
+    pub fn honour_only(&self, platform: &str, honoured: &[QuantizerOption]) -> Result<()> {
+        match QuantizerOption::ALL.into_iter().find(|o| self.is_set(*o) && !honoured.contains(o)) {
             Some(option) => Err(ApiError::Setting(format!(
                 "platform `{platform}` has a fixed `{}`; use the `lowbit` platform (or your own) to choose it",
                 option.key()

@@ -27,13 +27,21 @@ impl Platform for OnnxRuntime {
         "default"
     }
     fn description(&self) -> &str {
-        "ONNX Runtime QDQ: uint8 asymmetric activations, per-channel weights in int8 limited to [-64, 63] (exact on CPUs without VNNI), int32 biases"
+        "ONNX Runtime QDQ: uint8 asymmetric activations, int8 symmetric per-channel weights (7-bit with reduce_range, for x86 CPUs without VNNI), int32 biases"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.refuse(self.name(), &[O::Bits, O::PerChannel, O::Symmetric])?;
+        o.honour_only(self.name(), &[O::WeightBits, O::Observer, O::ReduceRange])?;
         let mut q = OnnxRuntimeQuantizer::default();
-        // 7-bit weights keep ORT exact on x86 CPUs without VNNI; 8 is right where ORT's integer
-        // kernels do not saturate (VNNI CPUs, other execution providers).
+        // 8-bit weights by default; ORT's `reduce_range` (7-bit weights) keeps its integer kernels
+        // exact on x86 CPUs without VNNI, where 8-bit products saturate.
+        if o.reduce_range == Some(true) {
+            if o.weight_bits.is_some_and(|b| b != 7) {
+                return Err(ApiError::Setting(
+                    "platform `default`: reduce_range means 7-bit weights; leave weight_bits out or set it to 7".into(),
+                ));
+            }
+            q.weight_bits = 7;
+        }
         if let Some(bits) = o.weight_bits {
             if !(2..=8).contains(&bits) {
                 return Err(ApiError::Setting(format!("platform `default`: weight_bits {bits} is outside 2..=8")));
@@ -58,7 +66,7 @@ impl Platform for TensorRt {
         "TensorRT-style: int8 symmetric per-tensor activations, int8 symmetric per-channel weights"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.refuse(self.name(), &[O::Bits, O::WeightBits, O::PerChannel, O::Symmetric])?;
+        o.honour_only(self.name(), &[O::Observer])?;
         let mut q = TensorRtQuantizer::default();
         if let Some(observer) = o.observer {
             q.observer = observer;
@@ -78,6 +86,7 @@ impl Platform for LowBit {
         "low-bit linear: 2-8 bit weights and activations (default w4/a8), symmetric or not, per-channel or not"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
+        o.honour_only(self.name(), &[O::Bits, O::WeightBits, O::PerChannel, O::Symmetric, O::Observer])?;
         let mut q = LowBitQuantizer::default();
         if let Some(bits) = o.bits {
             q.activation_bits = bits;
@@ -116,7 +125,7 @@ impl Platform for Fp8 {
         }
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.refuse(self.name, &[O::Bits, O::WeightBits, O::PerChannel, O::Symmetric, O::Observer])?;
+        o.honour_only(self.name, &[])?;
         Ok(Box::new(Fp8Quantizer::new(self.format)))
     }
 }

@@ -56,7 +56,7 @@ fn make_weights_coarse(graph: &mut Graph, op: &str) {
     let id = graph.op_id(op).unwrap();
     let config = graph.operation_mut(id).unwrap().quant_config.as_mut().unwrap();
     let w = config.input_configs[1].as_mut().unwrap();
-    // Symmetric weights: scale = absmax / quant_max (7-bit [-64, 63] on the default platform).
+    // Symmetric weights: scale = absmax / quant_max (int8 [-128, 127] on the default platform).
     let qmax = w.quant_max as f32;
     w.num_of_bits = 2;
     w.quant_min = -2;

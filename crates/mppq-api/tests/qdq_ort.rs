@@ -106,7 +106,7 @@ fn quant_json_round_trip_gives_identical_configs_and_simulation() {
     assert_eq!(json, to_quant_json(&m).unwrap());
     // Every quantized tensor is listed once, with its scale; the Conv weights per channel.
     let w = &json.tensors["conv1.weight"];
-    assert_eq!((w.bits, w.quant_min, w.quant_max, w.axis), (7, -64, 63, Some(0)));
+    assert_eq!((w.bits, w.quant_min, w.quant_max, w.axis), (8, -128, 127, Some(0)));
     assert_eq!(w.scale.len(), 16);
     assert!(json.tensors.contains_key("input"));
 

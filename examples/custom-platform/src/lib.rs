@@ -23,7 +23,6 @@ use mppq_api::ir::quant::{
     TargetPrecision, TensorQuantConfig,
 };
 use mppq_api::ir::{Graph, OpId};
-use mppq_api::platform::QuantizerOption as O;
 use mppq_api::quant::quantizer::Quantizer;
 use mppq_api::{Platform, QuantizerOptions};
 use std::collections::HashMap;
@@ -144,7 +143,7 @@ impl Platform for ExampleDsp {
     }
 
     fn quantizer(&self, options: &QuantizerOptions) -> mppq_api::Result<Box<dyn Quantizer>> {
-        options.refuse(self.name(), &[O::Bits, O::WeightBits, O::PerChannel, O::Symmetric, O::Observer])?;
+        options.honour_only(self.name(), &[])?;
         Ok(Box::new(DspQuantizer))
     }
 

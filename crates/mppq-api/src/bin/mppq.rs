@@ -100,6 +100,9 @@ struct QuantArgs {
     /// Weight bits.
     #[arg(long)]
     weight_bits: Option<u32>,
+    /// ONNX Runtime's reduce_range: 7-bit weights, exact in ORT on x86 CPUs without VNNI.
+    #[arg(long)]
+    reduce_range: bool,
     #[arg(long, conflicts_with = "per_tensor")]
     per_channel: bool,
     #[arg(long)]
@@ -151,6 +154,9 @@ impl QuantArgs {
         let q = &mut s.quantizer;
         q.bits = self.bits.or(q.bits);
         q.weight_bits = self.weight_bits.or(q.weight_bits);
+        if self.reduce_range {
+            q.reduce_range = Some(true);
+        }
         if self.per_channel || self.per_tensor {
             q.per_channel = Some(self.per_channel);
         }

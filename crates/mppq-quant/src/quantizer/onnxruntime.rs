@@ -1,13 +1,14 @@
 //! The `default` platform's quantizer (ONNX Runtime QDQ): uint8 asymmetric per-tensor
-//! activations, **7-bit** symmetric per-channel weights (`[-64, 63]` in int8, on the
-//! output-channel axis of Conv, ConvTranspose, Gemm and MatMul weights), int32 biases derived as
-//! `s_in · s_w`.
+//! activations, int8 symmetric per-channel weights (on the output-channel axis of Conv,
+//! ConvTranspose, Gemm and MatMul weights), int32 biases derived as `s_in · s_w`.
 //!
-//! Why 7 bits: on x86 CPUs without VNNI (AVX2 only), ORT's fused u8×s8 kernels multiply with
-//! `pmaddubsw`, which saturates the int16 sum of two products (255·127·2 > 32767); with weights
-//! in [-64, 63] the pair stays below 32767 (ORT's own `reduce_range`). Measured with
-//! `cargo xtask qdq-check` (numbers in `docs/export.md`): int8 weights lose 12–17 dB in ORT
-//! against the simulation; 7-bit weights agree bit for bit. What stays float and why (Softmax
+//! `weight_bits = 7` is ORT's `reduce_range` (the platform's `reduce_range` option): on x86 CPUs
+//! without VNNI (AVX2 only), ORT's fused u8×s8 kernels multiply with `pmaddubsw`, which saturates
+//! the int16 sum of two products (255·127·2 > 32767); with weights in [-64, 63] the pair stays
+//! below 32767. Measured with `cargo xtask qdq-check` (numbers in `docs/export.md`): on such a CPU
+//! int8 weights lose 12–17 dB in ORT against the simulation, 7-bit weights agree bit for bit; on
+//! VNNI CPUs (and other execution providers) 8-bit weights are exact and 3–8 dB better, so they
+//! are the default. What stays float and why (Softmax
 //! probabilities, constant operands of Add/Sub/Mul) is explained at the helpers below.
 use super::Quantizer;
 use super::layout::{SlotKind, configure, passive_bias};
@@ -26,7 +27,7 @@ pub struct OnnxRuntimeQuantizer {
 
 impl Default for OnnxRuntimeQuantizer {
     fn default() -> Self {
-        Self { activation_bits: 8, weight_bits: 7, activation_signed: false, observer: ObserverKind::Minmax }
+        Self { activation_bits: 8, weight_bits: 8, activation_signed: false, observer: ObserverKind::Minmax }
     }
 }
 

@@ -145,7 +145,11 @@ pub fn check_model(
     // ORT's u8×s8 kernels saturate 8-bit weights on x86 CPUs without VNNI: there, check the
     // default platform with ORT's own remedy, 7-bit weights (`reduce_range`).
     let q = &mut setting.quantizer;
-    if setting.platform == "default" && q.weight_bits.is_none() && q.reduce_range.is_none() && !host_has_vnni() {
+    if setting.platform == "default"
+        && q.weight_bits.is_none()
+        && q.reduce_range.is_none()
+        && !mppq_exec::cpu::has_vnni()
+    {
         q.reduce_range = Some(true);
     }
     // The user's path: the `qdq` exporter of the registry, with the setting's `[export.qdq]`.
@@ -278,8 +282,8 @@ pub fn run(opts: &Options) -> Result<bool> {
     }
     println!(
         "this CPU {} VNNI: the default platform is checked with {}-bit weights",
-        if host_has_vnni() { "has" } else { "lacks" },
-        if host_has_vnni() { 8 } else { 7 }
+        if mppq_exec::cpu::has_vnni() { "has" } else { "lacks" },
+        if mppq_exec::cpu::has_vnni() { 8 } else { 7 }
     );
     println!(
         "{:<18} {:>9} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}  result",
@@ -306,18 +310,4 @@ pub fn run(opts: &Options) -> Result<bool> {
         std::fs::write(path, serde_json::to_string_pretty(&results)?)?;
     }
     Ok(results.iter().all(|r| r.pass))
-}
-
-/// Whether ORT's integer kernels on this CPU multiply 8-bit weights without saturating: x86 CPUs
-/// with VNNI (AVX-512 VNNI or AVX-VNNI) do; AVX2-only ones saturate; other architectures do not
-/// use `pmaddubsw`.
-pub fn host_has_vnni() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512vnni") || std::arch::is_x86_feature_detected!("avxvnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        true
-    }
 }

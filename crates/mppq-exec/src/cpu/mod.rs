@@ -4,7 +4,8 @@
 //! attributes and checks and call these when the input is a contiguous CPU float32 tensor.
 //!
 //! This module also gives zero-copy access to the float32 buffers of `flex`: reading a Burn
-//! tensor through `TensorData` copies it, which on ResNet-18 cost as much as the arithmetic.
+//! tensor through `TensorData` copies it, which on ResNet-18 cost as much as the arithmetic; and
+//! says what this CPU's integer dot products can do ([`has_vnni`]).
 
 pub(crate) mod conv;
 pub(crate) mod max_pool;
@@ -43,5 +44,20 @@ pub fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
                 && x.layout().shape() == y.layout().shape()
         }
         _ => false,
+    }
+}
+
+/// Whether this CPU multiplies u8×s8 pairs into 32 bits without saturating: x86-64 with VNNI
+/// (AVX-512 VNNI or AVX-VNNI), and every non-x86 CPU. AVX2-only x86 integer kernels (ONNX
+/// Runtime's MLAS) use `pmaddubsw`, which saturates the 16-bit sum of two 8-bit products, so
+/// exact integer inference there needs 7-bit weights (ORT's `reduce_range`).
+pub fn has_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512vnni") || std::arch::is_x86_feature_detected!("avxvnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        true
     }
 }

@@ -13,7 +13,7 @@ use crate::error::{InPass, PassError, Result};
 use crate::pass::PassContext;
 use crate::statistics::GraphMode;
 use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, Value};
-use mppq_ir::{Graph, VarId};
+use mppq_ir::Graph;
 
 /// A block and the cached values of its inputs.
 pub struct BlockRunner {
@@ -31,7 +31,6 @@ pub struct BlockRunner {
 
 /// Collects the values of the cut variables as the full graph runs.
 struct CaptureHook {
-    wanted: Vec<VarId>,
     outputs_of: std::collections::HashMap<mppq_ir::OpId, Vec<(usize, usize)>>,
     captured: Vec<Option<Value>>,
 }
@@ -88,7 +87,7 @@ impl BlockRunner {
             batches: Vec::new(),
             cached_bytes: 0,
         };
-        let mut hook = CaptureHook { wanted: in_ids.clone(), outputs_of, captured: vec![None; in_ids.len()] };
+        let mut hook = CaptureHook { outputs_of, captured: vec![None; in_ids.len()] };
         // The first batch tells the size of one entry, and so how many batches fit.
         let mut plan: Vec<usize> = (0..total.min(1)).collect();
         ctx.progress.begin(&format!("{pass}: caching block inputs"), total as u64);
@@ -101,7 +100,7 @@ impl BlockRunner {
                 message: format!("calibration batch {batch}: {message}"),
             })?;
             let fed: std::collections::HashMap<String, Value> = feeds.iter().cloned().collect();
-            hook.captured = vec![None; hook.wanted.len()];
+            hook.captured = vec![None; in_ids.len()];
             match mode {
                 GraphMode::Float => full.run(feeds, &mut [&mut hook]),
                 GraphMode::Simulated => {

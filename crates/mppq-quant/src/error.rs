@@ -36,8 +36,6 @@ pub enum QuantError {
     /// Activations need calibration and no batch was given.
     #[error("the calibration set is empty: give at least one batch")]
     EmptyCalibration,
-    #[error("unknown observer `{name}` (known: {})", .known.join(", "))]
-    UnknownObserver { name: String, known: Vec<&'static str> },
     /// A calibration batch could not be read, or the model failed to run on it.
     #[error("calibration batch {batch}: {message}")]
     Batch { batch: usize, message: String },

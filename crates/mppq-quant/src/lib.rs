@@ -13,4 +13,4 @@ pub mod quantizer;
 
 pub use data::{CalibrationData, Feeds};
 pub use error::{QuantError, Result};
-pub use observer::{OBSERVER_NAMES, Observer, ObserverOptions, create_observer};
+pub use observer::{Observer, ObserverOptions, create_observer};

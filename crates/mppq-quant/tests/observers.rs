@@ -7,7 +7,7 @@ use mppq_ir::quant::{
 };
 use mppq_quant::observer::fp8_round;
 use mppq_quant::observer::range::{MIN_SCALE, fake_quant};
-use mppq_quant::{OBSERVER_NAMES, ObserverOptions, QuantError, create_observer};
+use mppq_quant::{ObserverOptions, QuantError, create_observer};
 
 // ---------- deterministic data ----------
 
@@ -159,7 +159,7 @@ fn minmax_exact_symmetric_asymmetric_pow2() {
 
 #[test]
 fn registry_knows_every_name_and_rejects_others() {
-    for name in OBSERVER_NAMES {
+    for name in ObserverKind::CALIBRATING.map(ObserverKind::name) {
         let c = config_for(name, true, None);
         let o = create_observer(obs(name), "x", &c, &opts()).unwrap();
         assert_eq!(o.name(), name);
@@ -507,7 +507,7 @@ fn per_channel_equals_per_tensor_channel_by_channel() {
 
 #[test]
 fn zero_range_and_constant_tensors_get_valid_nonzero_scales() {
-    for name in OBSERVER_NAMES {
+    for name in ObserverKind::CALIBRATING.map(ObserverKind::name) {
         for symmetric in [true, false] {
             if name == "floating" && !symmetric {
                 continue;
@@ -539,7 +539,7 @@ fn zero_range_and_constant_tensors_get_valid_nonzero_scales() {
 
 #[test]
 fn nan_and_inf_are_typed_errors_naming_the_variable() {
-    for name in OBSERVER_NAMES {
+    for name in ObserverKind::CALIBRATING.map(ObserverKind::name) {
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
             let config = config_for(name, true, None);
             let mut o = create_observer(obs(name), "encoder.attn.softmax_out", &config, &opts()).unwrap();
@@ -562,7 +562,7 @@ fn nan_and_inf_are_typed_errors_naming_the_variable() {
 
 #[test]
 fn empty_calibration_and_pass_order_are_typed_errors() {
-    for name in OBSERVER_NAMES {
+    for name in ObserverKind::CALIBRATING.map(ObserverKind::name) {
         if name == "constant" {
             continue; // per-tensor constant needs no data
         }
@@ -607,7 +607,7 @@ fn empty_calibration_and_pass_order_are_typed_errors() {
 #[test]
 fn observers_keep_bounded_statistics_not_data() {
     let batch = gaussian(100_000, 37);
-    for name in OBSERVER_NAMES {
+    for name in ObserverKind::CALIBRATING.map(ObserverKind::name) {
         let config = config_for(name, true, None);
         let mut o = create_observer(obs(name), "x", &config, &opts()).unwrap();
         let mut max = 0;

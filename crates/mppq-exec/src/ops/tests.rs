@@ -10,7 +10,13 @@ use crate::value::Value;
 use mppq_ir::{Attribute, DataType, Operation};
 use std::collections::HashMap;
 
-fn run(op_type: &str, opset: i64, attrs: Vec<(&str, Attribute)>, inputs: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
+/// Builds `op_type` from the built-in registry and runs it once (shared with the families' tests).
+pub(super) fn run(
+    op_type: &str,
+    opset: i64,
+    attrs: Vec<(&str, Attribute)>,
+    inputs: Vec<Option<Tensor>>,
+) -> Result<Vec<Tensor>> {
     let device = Device::cpu();
     let registry = OpRegistry::builtin();
     let mut op = Operation::new(op_type, "n");
@@ -25,7 +31,7 @@ fn run(op_type: &str, opset: i64, attrs: Vec<(&str, Attribute)>, inputs: Vec<Opt
     Ok(out.into_iter().flatten().filter_map(Value::into_tensor).collect())
 }
 
-fn i64s(shape: &[usize], v: &[i64]) -> Tensor {
+pub(super) fn i64s(shape: &[usize], v: &[i64]) -> Tensor {
     Tensor::from_i64(shape, v.to_vec(), &Device::cpu())
 }
 

@@ -51,9 +51,6 @@ pub use percentile::PercentileObserver;
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::{ObserverKind, TensorQuantConfig};
 
-/// Names of the observers [`create_observer`] makes (every [`ObserverKind`] but `passive`).
-pub const OBSERVER_NAMES: [&str; 8] = ["minmax", "percentile", "kl", "mse", "isotone", "constant", "floating", "hist"];
-
 /// A calibration observer for one variable.
 pub trait Observer: Send + std::fmt::Debug {
     /// The registry name (`"minmax"`, `"kl"`, …).

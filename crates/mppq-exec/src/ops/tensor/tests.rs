@@ -3,31 +3,9 @@
 
 use crate::device::Device;
 use crate::error::Result;
-use crate::kernel::{KernelContext, OpNode};
-use crate::registry::OpRegistry;
+use crate::ops::tests::{i64s, run};
 use crate::tensor::Tensor;
-use crate::value::Value;
-use mppq_ir::{Attribute, DataType, Operation};
-use std::collections::HashMap;
-
-fn run(op_type: &str, opset: i64, attrs: Vec<(&str, Attribute)>, inputs: Vec<Option<Tensor>>) -> Result<Vec<Tensor>> {
-    let device = Device::cpu();
-    let registry = OpRegistry::builtin();
-    let mut op = Operation::new(op_type, "n");
-    for (k, v) in attrs {
-        op.attributes.insert(k.to_string(), v);
-    }
-    let node = OpNode { op: &op, opset, device: &device, registry: &registry };
-    let kernel = registry.build(&node)?;
-    let captured = HashMap::new();
-    let ctx = KernelContext { device: &device, node: "n", op_type, captured: &captured };
-    let out = kernel.run(&ctx, inputs.into_iter().map(|t| t.map(Value::Tensor)).collect())?;
-    Ok(out.into_iter().flatten().filter_map(Value::into_tensor).collect())
-}
-
-fn i64s(shape: &[usize], v: &[i64]) -> Tensor {
-    Tensor::from_i64(shape, v.to_vec(), &Device::cpu())
-}
+use mppq_ir::{Attribute, DataType};
 
 fn bools(shape: &[usize], v: &[bool]) -> Tensor {
     Tensor::from_bool(shape, v.to_vec(), &Device::cpu())

@@ -98,8 +98,14 @@ impl ModelQuantizer {
         let context = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
             .with_ignored(ignored_scope(&self.setting.ignore));
         let dispatch = mppq_passes::dispatch::Dispatch { dispatcher, context };
-        let mut passes = Pipeline::full(&self.setting.pipeline, dispatch, self.quantizer.clone())?;
+        let mut pipeline = self.setting.pipeline.clone();
+        // An observer the user named is not second-guessed by the range search.
+        if self.setting.quantizer.observer.is_some() || pipeline.calibration.observer.is_some() {
+            pipeline.range_search.enabled = pipeline.range_search.enabled.or(Some(false));
+        }
+        let mut passes = Pipeline::full(&pipeline, dispatch, self.quantizer.clone())?;
         let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
+        ctx.guard = self.setting.pipeline.guard_options();
         self.reports = run_pipeline(&mut ctx, &mut passes)?;
         self.dispatch = ctx.dispatch.take();
         Ok(())

@@ -38,12 +38,17 @@
 //! Adding a pass is one module, one line in `Pipeline::build` and its knobs in
 //! [`PipelineSetting`]: `docs/adding-a-pass.md` walks through one.
 
+pub mod bias_correction;
 pub mod block;
+pub mod compare;
 pub mod dispatch;
+pub mod equalization;
 pub mod error;
 pub mod fold_batchnorm;
 pub mod fold_constants;
+pub mod guard;
 pub mod init_quantization;
+pub mod isotone_calibration;
 pub mod parameter_baking;
 pub mod parameter_quantize;
 pub mod params;
@@ -53,22 +58,28 @@ pub mod pipeline;
 pub mod progress;
 pub mod quant_alignment;
 pub mod quant_fusion;
+pub mod range_search;
 pub mod redundant_quant_simplify;
 pub mod runtime_calibration;
 #[cfg(test)]
 mod runtime_tests;
 pub mod setting;
 mod slots;
+pub mod smooth_quant;
 pub mod statistics;
 #[cfg(test)]
 mod test_graphs;
 
 pub use block::BlockRunner;
+pub use compare::{CompareTarget, ErrorStats, compare_to_reference, snr_db};
 pub use error::{PassError, Result};
+pub use guard::{Guard, GuardOptions, GuardOutcome};
 pub use params::{OpParams, ParamView, op_params, write_param};
 pub use pass::{Pass, PassContext, PassReport};
 pub use pipeline::{Pipeline, run_pipeline};
 pub use progress::{NoProgress, ProgressSink, RecordingProgress, TerminalProgress};
 pub use quant_alignment::ConcatMode;
-pub use setting::{AlignmentSetting, CalibrationKnobs, FusionSetting, PipelineSetting};
+pub use setting::{
+    AlignmentSetting, CalibrationKnobs, FusionSetting, GuardSetting, MAX_OPTIMIZE, PASS_LEVELS, PipelineSetting,
+};
 pub use statistics::{GraphMode, StatRequest, StatValue, Statistic, Statistics, collect_statistics};

@@ -101,3 +101,66 @@ pub fn write_param(graph: &mut Graph, view: &ParamView) -> Result<()> {
     v.value = Some(data);
     Ok(())
 }
+
+/// Which input channel of an operation each element of its weight multiplies: the axis the
+/// activation's channels meet the weight on (Conv: axis 1 within each group; Gemm: the `K` axis;
+/// MatMul: the first axis of a 2-D weight). Equalization and SmoothQuant scale weights by it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputChannels {
+    /// Channel = index along `axis` of a weight of `shape`.
+    Axis { axis: usize, shape: Vec<usize> },
+    /// A grouped Conv weight `[out, in/group, k…]`: channel = group · (in/group) + local index.
+    Grouped { out_per_group: usize, in_per_group: usize, inner: usize, groups: usize },
+}
+
+impl InputChannels {
+    /// How many input channels the operation reads.
+    pub fn count(&self) -> usize {
+        match self {
+            Self::Axis { axis, shape } => shape[*axis],
+            Self::Grouped { in_per_group, groups, .. } => in_per_group * groups,
+        }
+    }
+
+    /// The input channel flat weight element `index` multiplies.
+    pub fn channel_of(&self, index: usize) -> usize {
+        match self {
+            Self::Axis { axis, shape } => (index / shape[axis + 1..].iter().product::<usize>().max(1)) % shape[*axis],
+            Self::Grouped { out_per_group, in_per_group, inner, .. } => {
+                let out = index / (in_per_group * inner);
+                (out / out_per_group) * in_per_group + (index / inner) % in_per_group
+            }
+        }
+    }
+}
+
+/// The input-channel layout of `op`'s weight `view` (see [`InputChannels`]); `None` for operators
+/// and layouts without one (a batched MatMul weight, a grouped ConvTranspose).
+pub fn input_channels(graph: &Graph, op: OpId, view: &ParamView) -> Option<InputChannels> {
+    let o = graph.operation(op).ok()?;
+    let shape = view.shape.clone();
+    match o.op_type.as_str() {
+        "Conv" if shape.len() >= 3 => {
+            let groups = o.attr_int("group", 1).ok()?.max(1) as usize;
+            let (out, in_per_group) = (shape[0], shape[1]);
+            if groups == 1 {
+                return Some(InputChannels::Axis { axis: 1, shape });
+            }
+            (out % groups == 0).then(|| InputChannels::Grouped {
+                out_per_group: out / groups,
+                in_per_group,
+                inner: shape[2..].iter().product(),
+                groups,
+            })
+        }
+        "ConvTranspose" if shape.len() >= 3 && o.attr_int("group", 1).ok()? == 1 => {
+            Some(InputChannels::Axis { axis: 0, shape })
+        }
+        "Gemm" if shape.len() == 2 => {
+            let axis = if o.attr_int("transB", 0).ok()? != 0 { 1 } else { 0 };
+            Some(InputChannels::Axis { axis, shape })
+        }
+        "MatMul" if shape.len() == 2 => Some(InputChannels::Axis { axis: 0, shape }),
+        _ => None,
+    }
+}

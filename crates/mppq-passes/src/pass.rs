@@ -5,6 +5,7 @@
 //! it changed in a [`PassReport`].
 
 use crate::error::{InPass, Result};
+use crate::guard::{Guard, GuardOptions, GuardOutcome};
 use crate::progress::ProgressSink;
 use crate::statistics::{StatRequest, Statistics};
 use mppq_dispatch::Dispatch;
@@ -21,6 +22,10 @@ pub trait Pass {
     /// simulated) and hands them over as [`PassContext::statistics`]. None by default.
     fn statistics(&self, _graph: &Graph) -> Result<Vec<StatRequest>> {
         Ok(Vec::new())
+    }
+    /// How the pipeline checks this pass's change ([`crate::guard`]): not at all by default.
+    fn guard(&self) -> Guard {
+        Guard::None
     }
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport>;
 }
@@ -39,6 +44,8 @@ pub struct PassContext<'a> {
     pub statistics: Statistics,
     /// The dispatch decided by the `dispatch` step, for the caller's reports.
     pub dispatch: Option<Dispatch>,
+    /// How the pipeline guards optimisation passes.
+    pub guard: GuardOptions,
 }
 
 impl<'a> PassContext<'a> {
@@ -50,7 +57,17 @@ impl<'a> PassContext<'a> {
         data: &'a dyn CalibrationData,
         progress: &'a mut dyn ProgressSink,
     ) -> Self {
-        Self { graph, registry, device, opsets, data, progress, statistics: Statistics::default(), dispatch: None }
+        Self {
+            graph,
+            registry,
+            device,
+            opsets,
+            data,
+            progress,
+            statistics: Statistics::default(),
+            dispatch: None,
+            guard: GuardOptions::default(),
+        }
     }
 
     /// An executor for the graph as it is now. Build a new one after any structural edit or
@@ -70,16 +87,22 @@ pub struct PassReport {
     pub summary: String,
     /// Wall time of the pass, statistics collection included (set by the pipeline runner).
     pub seconds: f64,
+    /// What the guard measured, for a guarded pass that changed something.
+    pub guard: Option<GuardOutcome>,
 }
 
 impl PassReport {
     pub fn new(pass: &'static str, changed: usize, summary: impl Into<String>) -> Self {
-        Self { pass, changed, summary: summary.into(), seconds: 0.0 }
+        Self { pass, changed, summary: summary.into(), seconds: 0.0, guard: None }
     }
 }
 
 impl std::fmt::Display for PassReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {} ({:.3} s)", self.pass, self.summary, self.seconds)
+        write!(f, "{}: {}", self.pass, self.summary)?;
+        if let Some(g) = &self.guard {
+            write!(f, "; {g}")?;
+        }
+        write!(f, " ({:.3} s)", self.seconds)
     }
 }

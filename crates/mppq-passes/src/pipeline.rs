@@ -1,20 +1,26 @@
 //! The pipeline: the built-in passes in their order, chosen by a [`PipelineSetting`], and a
 //! runner that reports progress per pass and stops at the first error.
 
+use crate::bias_correction::BiasCorrection;
 use crate::dispatch::Dispatch;
+use crate::equalization::Equalization;
 use crate::error::Result;
 use crate::fold_batchnorm::FoldBatchNorm;
 use crate::fold_constants::FoldConstants;
+use crate::guard::{Guard, GuardOutcome, GuardState};
 use crate::init_quantization::InitQuantization;
+use crate::isotone_calibration::IsotoneCalibration;
 use crate::parameter_baking::ParameterBaking;
 use crate::parameter_quantize::ParameterQuantize;
 use crate::pass::{Pass, PassContext, PassReport};
 use crate::passive_parameter_quantize::PassiveParameterQuantize;
 use crate::quant_alignment::QuantAlignment;
 use crate::quant_fusion::QuantFusion;
+use crate::range_search::RangeSearch;
 use crate::redundant_quant_simplify::RedundantQuantSimplify;
 use crate::runtime_calibration::RuntimeCalibration;
 use crate::setting::PipelineSetting;
+use crate::smooth_quant::SmoothQuant;
 use crate::statistics::{Statistics, collect_statistics};
 use mppq_quant::quantizer::Quantizer;
 use std::sync::Arc;
@@ -62,6 +68,21 @@ impl Pipeline {
         if setting.redundant_simplify {
             passes.push(Box::new(RedundantQuantSimplify));
         }
+        // Optimisations of the float graph and of the observers, each checked by recalibrating.
+        if setting.runs("isotone_calibration", setting.isotone_calibration.enabled) {
+            passes.push(Box::new(IsotoneCalibration));
+        }
+        if setting.runs("equalization", setting.equalization.enabled) {
+            passes.push(Box::new(Equalization { setting: setting.equalization.clone() }));
+        }
+        if setting.runs("smooth_quant", setting.smooth_quant.enabled) {
+            passes.push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone() }));
+        }
+        if setting.runs("range_search", setting.range_search.enabled) {
+            for observer in &setting.range_search.observers {
+                passes.push(Box::new(RangeSearch { observer: *observer }));
+            }
+        }
         let calibration = &setting.calibration;
         passes.push(Box::new(ParameterQuantize { options: calibration.observer_options() }));
         passes.push(Box::new(RuntimeCalibration {
@@ -76,6 +97,10 @@ impl Pipeline {
             pooling_types: a.pooling_types.clone(),
         }));
         passes.push(Box::new(PassiveParameterQuantize));
+        // Optimisations of calibrated parameters, each measured directly.
+        if setting.runs("bias_correction", setting.bias_correction.enabled) {
+            passes.push(Box::new(BiasCorrection { setting: setting.bias_correction.clone() }));
+        }
         if setting.baking {
             passes.push(Box::new(ParameterBaking));
         }
@@ -83,27 +108,143 @@ impl Pipeline {
     }
 }
 
-/// Runs `passes` in order. Before each pass the statistics it declares ([`Pass::statistics`])
-/// are collected into [`PassContext::statistics`] (one run over the calibration data per graph
-/// mode); each pass gets a progress task (`pass i/n: name`) of one step (passes with their own
-/// progress, like calibration, open tasks of their own) and its wall time in its report. Stops at
-/// the first error.
+/// Runs `passes` in order and stops at the first error. Before each pass the statistics it
+/// declares ([`Pass::statistics`]) are collected into [`PassContext::statistics`] (one run over
+/// the calibration data per graph mode); each pass gets a progress task (`pass i/n: name`) and its
+/// wall time in its report.
+///
+/// Guarded passes ([`Pass::guard`], see [`crate::guard`]) are checked unless `ctx.guard` is off:
+/// a run of [`Guard::Recalibrate`] passes is followed by the calibration passes up to the next
+/// [`Guard::Measure`] pass; these run once on the graph as it is (the baseline), then again after
+/// each transform, and a transform whose calibrated result has a lower output SNR than the best
+/// so far is undone. A [`Guard::Measure`] pass is undone when the SNR after it is lower than
+/// before. Undone passes say so in their report.
 pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> Result<Vec<PassReport>> {
     let total = passes.len();
     let mut reports = Vec::with_capacity(total);
-    for (i, pass) in passes.iter_mut().enumerate() {
+    let mut guard = GuardState::default();
+    let mut i = 0;
+    while i < total {
+        let guarded = ctx.guard.enabled;
+        match passes[i].guard() {
+            Guard::Recalibrate if guarded => {
+                let transforms_end = (i..total).find(|&j| passes[j].guard() != Guard::Recalibrate).unwrap_or(total);
+                let chain_end = (transforms_end..total).find(|&j| passes[j].guard() != Guard::None).unwrap_or(total);
+                let (transforms, chain) = passes[i..chain_end].split_at_mut(transforms_end - i);
+                let first = i + 1;
+                reports.extend(run_transforms(ctx, transforms, chain, first, total, &mut guard)?);
+                i = chain_end;
+            }
+            Guard::Measure if guarded => {
+                let before = guard.current(ctx, passes[i].name())?;
+                let snapshot = ctx.graph.clone();
+                let started = Instant::now();
+                let mut report = run_one(ctx, passes[i].as_mut(), i + 1, total)?;
+                if report.changed > 0 {
+                    let after = guard.measure(ctx, passes[i].name())?;
+                    let kept = after >= before;
+                    if kept {
+                        guard.current_db = Some(after);
+                    } else {
+                        *ctx.graph = snapshot;
+                    }
+                    report.guard = Some(GuardOutcome { before_db: before, after_db: after, kept });
+                }
+                report.seconds = started.elapsed().as_secs_f64();
+                reports.push(report);
+                i += 1;
+            }
+            _ => {
+                // Any other change: the next guarded pass measures its baseline anew.
+                guard.current_db = None;
+                reports.push(run_one(ctx, passes[i].as_mut(), i + 1, total)?);
+                i += 1;
+            }
+        }
+    }
+    Ok(reports)
+}
+
+/// Runs one pass: its statistics, a progress task, its wall time.
+fn run_one(ctx: &mut PassContext<'_>, pass: &mut dyn Pass, index: usize, total: usize) -> Result<PassReport> {
+    let started = Instant::now();
+    let requests = pass.statistics(ctx.graph)?;
+    ctx.statistics =
+        if requests.is_empty() { Statistics::default() } else { collect_statistics(ctx, pass.name(), &requests)? };
+    ctx.progress.begin(&format!("pass {index}/{total}: {}", pass.name()), 1);
+    let report = pass.run(ctx);
+    ctx.progress.advance(1);
+    ctx.progress.finish();
+    let mut report = report?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Runs `chain` (the calibration passes) on the graph; returns their reports.
+fn run_chain(
+    ctx: &mut PassContext<'_>,
+    chain: &mut [Box<dyn Pass>],
+    first: usize,
+    total: usize,
+) -> Result<Vec<PassReport>> {
+    chain.iter_mut().enumerate().map(|(k, p)| run_one(ctx, p.as_mut(), first + k, total)).collect()
+}
+
+/// The guarded transforms and the calibration chain after them (see [`run_pipeline`]). On
+/// return `ctx.graph` is the calibrated graph with every kept transform.
+fn run_transforms(
+    ctx: &mut PassContext<'_>,
+    transforms: &mut [Box<dyn Pass>],
+    chain: &mut [Box<dyn Pass>],
+    first: usize,
+    total: usize,
+    guard: &mut GuardState,
+) -> Result<Vec<PassReport>> {
+    let chain_first = first + transforms.len();
+    guard.take_reference(ctx.graph);
+    // `accepted`: the uncalibrated graph with the transforms kept so far; `ctx.graph`: the same,
+    // calibrated.
+    let mut accepted = ctx.graph.clone();
+    let mut chain_reports = run_chain(ctx, chain, chain_first, total)?;
+    // The baseline is measured only once a transform changed something.
+    let mut best: Option<f64> = guard.current_db;
+    let mut reports = Vec::with_capacity(transforms.len() + chain.len());
+    for (k, transform) in transforms.iter_mut().enumerate() {
         let started = Instant::now();
-        let requests = pass.statistics(ctx.graph)?;
-        ctx.statistics =
-            if requests.is_empty() { Statistics::default() } else { collect_statistics(ctx, pass.name(), &requests)? };
-        ctx.progress.begin(&format!("pass {}/{total}: {}", i + 1, pass.name()), 1);
-        let report = pass.run(ctx);
-        ctx.progress.advance(1);
-        ctx.progress.finish();
-        let mut report = report?;
+        let mut calibrated = accepted.clone();
+        std::mem::swap(ctx.graph, &mut calibrated);
+        let mut report = run_one(ctx, transform.as_mut(), first + k, total)?;
+        if report.changed == 0 {
+            std::mem::swap(ctx.graph, &mut calibrated);
+        } else {
+            let before = match best {
+                Some(db) => db,
+                None => {
+                    std::mem::swap(ctx.graph, &mut calibrated);
+                    let db = guard.measure(ctx, transform.name())?;
+                    std::mem::swap(ctx.graph, &mut calibrated);
+                    db
+                }
+            };
+            let transformed = ctx.graph.clone();
+            let candidate_reports = run_chain(ctx, chain, chain_first, total)?;
+            let after = guard.measure(ctx, transform.name())?;
+            let kept = after >= before;
+            report.guard = Some(GuardOutcome { before_db: before, after_db: after, kept });
+            if kept {
+                accepted = transformed;
+                best = Some(after);
+                chain_reports = candidate_reports;
+            } else {
+                best = Some(before);
+                *ctx.graph = calibrated;
+            }
+        }
         report.seconds = started.elapsed().as_secs_f64();
         reports.push(report);
     }
+    guard.current_db = best;
+    reports.extend(chain_reports);
     Ok(reports)
 }
 
@@ -124,17 +265,30 @@ mod tests {
                 "fold_batchnorm",
                 "quant_fusion",
                 "redundant_quant_simplify",
+                "isotone_calibration",
                 "parameter_quantize",
                 "runtime_calibration",
                 "quant_alignment",
                 "passive_parameter_quantize"
             ]
         );
+        let level = |optimize: u8| PipelineSetting { optimize, ..PipelineSetting::default() };
+        assert!(!names(&level(0)).contains(&"isotone_calibration"));
+        assert_eq!(
+            names(&level(2))[4..9],
+            ["isotone_calibration", "equalization", "smooth_quant", "range_search", "range_search"]
+        );
+        assert_eq!(names(&level(2)).last(), Some(&"bias_correction"));
+        let s = PipelineSetting::from_json(r#"{"optimize": 0, "equalization": {"enabled": true}}"#).unwrap();
+        assert!(names(&s).contains(&"equalization") && !names(&s).contains(&"isotone_calibration"));
+        let err = PipelineSetting::from_json(r#"{"optimize": 3}"#).unwrap_err().to_string();
+        assert!(err.contains("optimize = 3") && err.contains("not available yet"), "{err}");
         let json = r#"{"fusion": {"constant_fold": false, "bn_fold": false, "quant_fusion": false}, "redundant_simplify": false, "baking": true}"#;
         let s = PipelineSetting::from_json(json).unwrap();
         assert_eq!(
             names(&s),
             [
+                "isotone_calibration",
                 "parameter_quantize",
                 "runtime_calibration",
                 "quant_alignment",

@@ -1,8 +1,14 @@
 //! `PipelineSetting`: every knob of the built-in passes, as one serde struct. Unknown keys are
 //! errors that name the key and the valid ones; missing keys take their defaults.
 
+use crate::bias_correction::BiasCorrectionSetting;
+use crate::equalization::EqualizationSetting;
 use crate::error::{PassError, Result};
+use crate::guard::GuardOptions;
+use crate::isotone_calibration::IsotoneSetting;
 use crate::quant_alignment::{ConcatMode, QuantAlignment};
+use crate::range_search::RangeSearchSetting;
+use crate::smooth_quant::SmoothQuantSetting;
 use mppq_ir::quant::ObserverKind;
 use mppq_quant::ObserverOptions;
 use mppq_quant::calibrate::CalibrationSetting;
@@ -19,7 +25,46 @@ pub struct PipelineSetting {
     /// Write quantized weights into the initializers (`parameter_baking`). Off by default:
     /// exporters then see the float weights and every config in its calibrated state.
     pub baking: bool,
+    /// Optimisation level: 0 = calibration only; 1 = + the cheap passes (isotone Softmax
+    /// calibration; the default); 2 = + equalization, SmoothQuant, range search, bias correction.
+    /// A pass's own `enabled` overrides its level.
+    pub optimize: u8,
+    pub guard: GuardSetting,
+    pub isotone_calibration: IsotoneSetting,
+    pub equalization: EqualizationSetting,
+    pub smooth_quant: SmoothQuantSetting,
+    pub range_search: RangeSearchSetting,
+    pub bias_correction: BiasCorrectionSetting,
 }
+
+/// The guard of the optimisation passes (see `mppq_passes::guard`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardSetting {
+    /// Measure each optimisation pass and undo it when the output SNR falls.
+    pub enabled: bool,
+    /// Calibration batches the measurement runs on (at most).
+    pub batches: usize,
+}
+
+impl Default for GuardSetting {
+    fn default() -> Self {
+        let g = GuardOptions::default();
+        Self { enabled: g.enabled, batches: g.batches }
+    }
+}
+
+/// The optimisation level each pass joins at (`optimize`), for listings and docs.
+pub const PASS_LEVELS: &[(&str, u8)] = &[
+    ("isotone_calibration", 1),
+    ("equalization", 2),
+    ("smooth_quant", 2),
+    ("range_search", 2),
+    ("bias_correction", 2),
+];
+
+/// The highest `optimize` level mppq has passes for (3, the training passes, is not built yet).
+pub const MAX_OPTIMIZE: u8 = 2;
 
 impl Default for PipelineSetting {
     fn default() -> Self {
@@ -29,6 +74,13 @@ impl Default for PipelineSetting {
             calibration: CalibrationKnobs::default(),
             alignment: AlignmentSetting::default(),
             baking: false,
+            optimize: 1,
+            guard: GuardSetting::default(),
+            isotone_calibration: IsotoneSetting::default(),
+            equalization: EqualizationSetting::default(),
+            smooth_quant: SmoothQuantSetting::default(),
+            range_search: RangeSearchSetting::default(),
+            bias_correction: BiasCorrectionSetting::default(),
         }
     }
 }
@@ -119,8 +171,37 @@ impl Default for AlignmentSetting {
 }
 
 impl PipelineSetting {
+    /// Whether the pass `name` runs: its own `enabled`, else whether `optimize` reaches its level.
+    pub fn runs(&self, name: &str, enabled: Option<bool>) -> bool {
+        let level = PASS_LEVELS.iter().find(|(n, _)| *n == name).map_or(u8::MAX, |(_, l)| *l);
+        enabled.unwrap_or(self.optimize >= level)
+    }
+
+    /// The guard's options for a [`crate::PassContext`].
+    pub fn guard_options(&self) -> GuardOptions {
+        GuardOptions { enabled: self.guard.enabled, batches: self.guard.batches }
+    }
+
     /// Checks values serde cannot (ranges of numbers).
     pub fn validate(&self) -> Result<()> {
+        if self.optimize > MAX_OPTIMIZE {
+            return Err(PassError::Setting(format!(
+                "optimize = {}: use 0 (calibration only), 1 (the default) or 2 (+ equalization, SmoothQuant, range \
+                 search, bias correction); level 3 (AdaRound, LSQ and other training passes) is not available yet",
+                self.optimize
+            )));
+        }
+        if self.guard.batches == 0 {
+            return Err(PassError::Setting("guard.batches = 0: use at least 1".into()));
+        }
+        let sq = &self.smooth_quant;
+        if !(0.0..=1.0).contains(&sq.alpha) {
+            return Err(PassError::Setting(format!("smooth_quant.alpha = {}: use a value in [0, 1]", sq.alpha)));
+        }
+        let eq = &self.equalization;
+        if eq.max_scale.is_nan() || eq.max_scale < 1.0 {
+            return Err(PassError::Setting(format!("equalization.max_scale = {}: use 1 or more", eq.max_scale)));
+        }
         let c = &self.calibration;
         if !(0.5..=1.0).contains(&c.percentile) {
             return Err(PassError::Setting(format!(

@@ -6,6 +6,7 @@
 //! A variable is observed where its producer writes it (after the producer's output
 //! quantization in simulated mode); a graph input or initializer where its first consumer reads it.
 
+use crate::compare::tap_of;
 use crate::error::{InPass, PassError, Result};
 use crate::pass::PassContext;
 use mppq_exec::hooks::{Tap, TensorTap};
@@ -32,6 +33,9 @@ pub enum Statistic {
     ChannelRange { axis: usize },
     /// The mean of each channel along `axis`.
     ChannelMean { axis: usize },
+    /// The smallest and largest value of each channel along the last axis (features of a
+    /// `[…, K]` activation, whatever its rank).
+    LastAxisRange,
 }
 
 /// One statistic of one variable on one graph.
@@ -90,6 +94,14 @@ impl Statistics {
         }
     }
 
+    /// Per-channel `(min, max)` of `var` along its last axis, if requested and observed.
+    pub fn last_axis_ranges(&self, var: VarId, mode: GraphMode) -> Option<&[(f32, f32)]> {
+        match self.get(&StatRequest::new(var, Statistic::LastAxisRange, mode))? {
+            StatValue::ChannelRanges(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// Per-channel `(min, max)` of `var` along `axis`, if requested and observed.
     pub fn channel_ranges(&self, var: VarId, axis: usize, mode: GraphMode) -> Option<&[(f32, f32)]> {
         match self.get(&StatRequest::new(var, Statistic::ChannelRange { axis }, mode))? {
@@ -110,16 +122,28 @@ impl Statistics {
 /// Running sums of one request.
 #[derive(Clone, Debug)]
 enum Accumulator {
-    Range { min: f32, max: f32 },
-    ChannelRanges { axis: usize, ranges: Vec<(f32, f32)> },
-    ChannelMeans { axis: usize, sums: Vec<f64>, count: u64 },
+    Range {
+        min: f32,
+        max: f32,
+    },
+    /// `axis: None`: the last axis of each tensor.
+    ChannelRanges {
+        axis: Option<usize>,
+        ranges: Vec<(f32, f32)>,
+    },
+    ChannelMeans {
+        axis: usize,
+        sums: Vec<f64>,
+        count: u64,
+    },
 }
 
 impl Accumulator {
     fn new(statistic: Statistic) -> Self {
         match statistic {
             Statistic::Range => Self::Range { min: f32::INFINITY, max: f32::NEG_INFINITY },
-            Statistic::ChannelRange { axis } => Self::ChannelRanges { axis, ranges: Vec::new() },
+            Statistic::ChannelRange { axis } => Self::ChannelRanges { axis: Some(axis), ranges: Vec::new() },
+            Statistic::LastAxisRange => Self::ChannelRanges { axis: None, ranges: Vec::new() },
             Statistic::ChannelMean { axis } => Self::ChannelMeans { axis, sums: Vec::new(), count: 0 },
         }
     }
@@ -139,7 +163,7 @@ impl Accumulator {
                 }
             }
             Self::ChannelRanges { axis, ranges } => {
-                let (channels, inner) = channels_of(*axis)?;
+                let (channels, inner) = channels_of(axis.unwrap_or(shape.len().saturating_sub(1)))?;
                 if ranges.is_empty() {
                     *ranges = vec![(f32::INFINITY, f32::NEG_INFINITY); channels];
                 }
@@ -202,17 +226,6 @@ impl TensorTap for StatHook<'_> {
             }
         }
     }
-}
-
-/// Where `var` is observed: its producer's output slot, else its first consumer's input slot.
-fn tap_of(graph: &Graph, var: VarId) -> Option<(OpId, ConfigSide, usize)> {
-    if let Some(p) = graph.producer(var) {
-        let slot = graph.operation(p).ok()?.outputs().iter().position(|o| *o == Some(var))?;
-        return Some((p, ConfigSide::Output, slot));
-    }
-    let c = *graph.consumers(var).first()?;
-    let slot = graph.operation(c).ok()?.inputs().iter().position(|i| *i == Some(var))?;
-    Some((c, ConfigSide::Input, slot))
 }
 
 /// Collects `requests` over every calibration batch: one run per graph mode. `pass` names the

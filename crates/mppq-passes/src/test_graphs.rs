@@ -97,6 +97,7 @@ impl Harness {
         let mut progress = NoProgress;
         let mut ctx =
             PassContext::new(&mut self.graph, &self.registry, &self.device, &|_| 17, &self.batches, &mut progress);
+        ctx.guard = setting.guard_options();
         crate::run_pipeline(&mut ctx, &mut passes).unwrap()
     }
 

@@ -117,6 +117,11 @@ struct QuantArgs {
     /// Use at most N calibration batches.
     #[arg(long)]
     calib_steps: Option<usize>,
+    /// Optimisation level: 0 = calibration only; 1 = + isotone Softmax calibration (default);
+    /// 2 = + equalization, SmoothQuant, range search and bias correction. Each pass is measured
+    /// on the calibration data and undone when it lowers the output SNR.
+    #[arg(long, value_name = "LEVEL")]
+    optimize: Option<u8>,
     /// Operation types or name globs kept in FP32 (repeatable).
     #[arg(long)]
     ignore: Vec<String>,
@@ -168,6 +173,9 @@ impl QuantArgs {
         }
         if self.calib_steps.is_some() {
             s.pipeline.calibration.steps = self.calib_steps;
+        }
+        if let Some(level) = self.optimize {
+            s.pipeline.optimize = level;
         }
         s.ignore.extend(self.ignore.iter().cloned());
         s.analysis.layerwise |= self.layerwise;

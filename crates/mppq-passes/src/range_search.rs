@@ -1,0 +1,65 @@
+//! `range_search`: tries a range-searching observer for every per-tensor activation (the `mse`
+//! observer searches each tensor's range for the least quantization error, `percentile` clips the
+//! rarest values). The pipeline adds one pass per candidate observer; the guard recalibrates with
+//! each and keeps whichever gives the graph outputs the best SNR, so the result is the best of
+//! min/max (the quantizer's choice) and the candidates, for this model and data.
+
+use crate::error::Result;
+use crate::guard::Guard;
+use crate::pass::{Pass, PassContext, PassReport};
+use crate::slots::{all_configs, choose_observer, variable_of};
+use mppq_ir::quant::ObserverKind;
+use serde::{Deserialize, Serialize};
+
+/// The knobs of `range_search` (settings section `range_search`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RangeSearchSetting {
+    /// On or off; absent: on from `optimize` level 2.
+    pub enabled: Option<bool>,
+    /// The observers to try, in order.
+    pub observers: Vec<ObserverKind>,
+}
+
+impl Default for RangeSearchSetting {
+    fn default() -> Self {
+        Self { enabled: None, observers: vec![ObserverKind::Mse, ObserverKind::Percentile] }
+    }
+}
+
+/// One candidate observer for every activation.
+pub struct RangeSearch {
+    pub observer: ObserverKind,
+}
+
+impl Pass for RangeSearch {
+    fn name(&self) -> &'static str {
+        "range_search"
+    }
+
+    fn guard(&self) -> Guard {
+        Guard::Recalibrate
+    }
+
+    fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
+        let activations: Vec<_> = all_configs(ctx.graph)
+            .into_iter()
+            .filter(|loc| {
+                variable_of(ctx.graph, *loc).and_then(|v| ctx.graph.variable(v).ok()).is_some_and(|v| !v.is_parameter())
+            })
+            .collect();
+        // Softmax outputs keep the isotone observer an earlier pass chose.
+        let locations: Vec<_> = activations
+            .into_iter()
+            .filter(|loc| {
+                mppq_ir::quant::config_at(ctx.graph, *loc).is_some_and(|c| c.observer != ObserverKind::Isotone)
+            })
+            .collect();
+        let changed = choose_observer(ctx.graph, &locations, self.observer);
+        Ok(PassReport::new(
+            self.name(),
+            changed,
+            format!("{changed} activation configs use the `{}` observer", self.observer),
+        ))
+    }
+}

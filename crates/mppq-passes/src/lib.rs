@@ -49,6 +49,8 @@ pub mod fold_constants;
 pub mod guard;
 pub mod init_quantization;
 pub mod isotone_calibration;
+#[cfg(test)]
+mod optimisation_tests;
 pub mod parameter_baking;
 pub mod parameter_quantize;
 pub mod params;

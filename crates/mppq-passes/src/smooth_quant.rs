@@ -5,9 +5,10 @@
 //! s_k = max|x_k|^α / max|W_k|^(1−α) and the matching weight rows multiplied by it: the float
 //! model computes the same, the activation's outlier channels shrink and the weights take them.
 //!
-//! The division is folded into the producer when it is a LayerNormalization whose scale and bias
-//! only this activation uses (and every reader of `x` is smoothed); otherwise a `Mul` by 1/s is
-//! inserted before the smoothed readers (it runs in float, ahead of their input quantization).
+//! The division is folded into the producer when every reader of `x` is smoothed and the producer
+//! is a LayerNormalization (scale and bias) or a Mul by a constant of its own; otherwise a `Mul`
+//! by 1/s is inserted before the smoothed readers, which then quantize the smoothed activation
+//! themselves (the unsmoothed one is left in float when nothing else reads it).
 //! `alpha_search` picks α per activation among 0.3–0.8 by the error of the smoothed operations on
 //! a sample of calibration rows (fake-quantized as their configs say, per-tensor min/max for the
 //! activation), instead of one α for all.
@@ -17,7 +18,7 @@ use crate::guard::Guard;
 use crate::params::{InputChannels, ParamView, input_channels, op_params, write_param};
 use crate::pass::{Pass, PassContext, PassReport};
 use crate::statistics::{GraphMode, StatRequest, Statistic};
-use mppq_ir::quant::{ConfigSide, QuantizationState};
+use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, config_at_mut};
 use mppq_ir::{Graph, OpId, Operation, TensorData, VarId, Variable};
 use serde::{Deserialize, Serialize};
 
@@ -166,7 +167,7 @@ fn apply(graph: &mut Graph, target: &Target, scales: &[f32]) -> Result<()> {
         write_param(graph, &w)?;
     }
     let inverse: Vec<f32> = scales.iter().map(|s| 1.0 / s).collect();
-    if target.all_readers && fold_into_layer_norm(graph, target.activation, &inverse).in_pass(name)? {
+    if target.all_readers && fold_into_producer(graph, target.activation, &inverse).in_pass(name)? {
         return Ok(());
     }
     // A Mul by 1/s before the smoothed readers.
@@ -181,8 +182,59 @@ fn apply(graph: &mut Graph, target: &Target, scales: &[f32]) -> Result<()> {
     graph.add_operation(mul, &[Some(x), Some(factor)], &[Some(smoothed)]).in_pass(name)?;
     for (op, _, _) in &target.readers {
         graph.set_op_input(*op, 0, Some(smoothed)).in_pass(name)?;
+        // The reader quantizes the smoothed activation itself, even where it left that to the
+        // producer before.
+        let loc = ConfigLocation { op: *op, side: ConfigSide::Input, index: 0 };
+        if let Some(c) = config_at_mut(graph, loc).filter(|c| c.state == QuantizationState::Overlapped) {
+            c.state = QuantizationState::Initial;
+            c.dominated_by = None;
+        }
+    }
+    // With every reader smoothed, the unsmoothed activation is not quantized: its outlier
+    // channels would cost the precision the smoothing wins.
+    if target.all_readers
+        && let Some(producer) = graph.producer(x)
+    {
+        let slot = graph.operation(producer).in_pass(name)?.outputs().iter().position(|o| *o == Some(x));
+        let loc = slot.map(|index| ConfigLocation { op: producer, side: ConfigSide::Output, index });
+        if let Some(c) = loc.and_then(|loc| config_at_mut(graph, loc)).filter(|c| c.state == QuantizationState::Initial)
+        {
+            c.state = QuantizationState::Fp32;
+        }
     }
     Ok(())
+}
+
+/// Divides `x` by s inside its producer, when the producer allows it exactly and its parameters
+/// are its own: a LayerNormalization over the last axis (scale and bias), or a Mul by a constant
+/// (the constant, broadcast over the last axis). `false` when it does not.
+fn fold_into_producer(graph: &mut Graph, x: VarId, inverse: &[f32]) -> mppq_ir::Result<bool> {
+    let Some(producer) = graph.producer(x) else { return Ok(false) };
+    let op = graph.operation(producer)?;
+    let owned = |v: &VarId| graph.consumers(*v).len() == 1 && graph.variable(*v).is_ok_and(|v| v.value.is_some());
+    match op.op_type.as_str() {
+        "LayerNormalization" => fold_into_layer_norm(graph, x, inverse),
+        "Mul" => {
+            let constants: Vec<VarId> = op.inputs().iter().flatten().copied().filter(owned).collect();
+            let [constant] = constants[..] else { return Ok(false) };
+            let v = graph.variable_mut(constant)?;
+            let Some(t) = v.value.as_ref() else { return Ok(false) };
+            let k = inverse.len();
+            // A scalar or a vector along the last axis ([K] or [1, …, 1, K]) folds exactly.
+            let shape = t.shape().to_vec();
+            let numel: usize = shape.iter().product();
+            let folds = numel == 1 || (shape.last() == Some(&k) && numel == k);
+            if !folds || !t.dtype().is_float() {
+                return Ok(false);
+            }
+            let old = t.to_f32_vec()?;
+            let values: Vec<f32> = inverse.iter().enumerate().map(|(i, s)| old[i % old.len()] * s).collect();
+            let shape = if numel == 1 { vec![k] } else { shape };
+            v.value = Some(TensorData::from_f32_as(t.dtype(), shape, &values)?);
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// Divides a LayerNormalization's scale and bias by s when `x` is its output and they are

@@ -119,14 +119,14 @@ pub fn init(g: &mut Graph, name: &str, shape: &[usize], seed: u64, scale: f32) -
     g.add_initializer(name, TensorData::from_vec(shape.to_vec(), &values(n, seed, scale)).unwrap()).unwrap()
 }
 
-fn graph_with_input(name: &str) -> (Graph, VarId) {
+pub fn graph_with_input(name: &str) -> (Graph, VarId) {
     let mut g = Graph::new("g");
     let x = var(&mut g, name);
     g.add_graph_input(x).unwrap();
     (g, x)
 }
 
-fn conv(g: &mut Graph, name: &str, x: VarId, cin: usize, cout: usize, seed: u64) -> VarId {
+pub fn conv(g: &mut Graph, name: &str, x: VarId, cin: usize, cout: usize, seed: u64) -> VarId {
     let w = init(g, &format!("{name}.w"), &[cout, cin, 3, 3], seed, 0.3);
     let b = init(g, &format!("{name}.b"), &[cout], seed + 1, 0.2);
     let y = var(g, &format!("{name}.out"));
@@ -135,7 +135,7 @@ fn conv(g: &mut Graph, name: &str, x: VarId, cin: usize, cout: usize, seed: u64)
     y
 }
 
-fn unary(g: &mut Graph, op_type: &str, name: &str, x: VarId) -> VarId {
+pub fn unary(g: &mut Graph, op_type: &str, name: &str, x: VarId) -> VarId {
     let y = var(g, &format!("{name}.out"));
     g.add_operation(Operation::new(op_type, name), &[Some(x)], &[Some(y)]).unwrap();
     y
@@ -202,4 +202,38 @@ pub fn add_branches_clip() -> Graph {
     g.add_operation(Operation::new("Clip", "clip"), &[Some(sum), Some(lo), Some(hi)], &[Some(y)]).unwrap();
     g.add_graph_output(y).unwrap();
     g
+}
+
+impl Harness {
+    /// Runs one pass as the pipeline would (its statistics collected first), unguarded.
+    pub fn run_alone(&mut self, pass: Box<dyn Pass>) -> PassReport {
+        let mut progress = NoProgress;
+        let mut ctx =
+            PassContext::new(&mut self.graph, &self.registry, &self.device, &|_| 17, &self.batches, &mut progress);
+        ctx.guard.enabled = false;
+        crate::run_pipeline(&mut ctx, &mut [pass]).unwrap().remove(0)
+    }
+
+    /// The first graph output in float over `feeds`, concatenated.
+    pub fn fp32_over(&self, feeds: &[Feeds]) -> Vec<f32> {
+        feeds.iter().flat_map(|f| self.run_fp32(f)).collect()
+    }
+
+    /// The first graph output under simulation over `feeds`, concatenated.
+    pub fn sim_over(&self, feeds: &[Feeds]) -> Vec<f32> {
+        feeds.iter().flat_map(|f| self.run_sim(f)).collect()
+    }
+}
+
+/// Signal-to-noise ratio of `got` against `reference`, in dB.
+pub fn snr_db(reference: &[f32], got: &[f32]) -> f64 {
+    let signal: f64 = reference.iter().map(|r| f64::from(*r).powi(2)).sum();
+    let noise: f64 = reference.iter().zip(got).map(|(r, g)| f64::from(r - g).powi(2)).sum();
+    10.0 * (signal / noise.max(1e-30)).log10()
+}
+
+/// The largest difference between `a` and `b`, relative to the largest |a|.
+pub fn max_relative_difference(a: &[f32], b: &[f32]) -> f32 {
+    let scale = a.iter().fold(0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
 }

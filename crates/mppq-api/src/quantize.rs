@@ -28,6 +28,10 @@ pub struct ModelQuantizer {
     pub dispatch: Option<Dispatch>,
     /// What each pass did.
     pub reports: Vec<PassReport>,
+    /// The float graph before bias correction changed float parameters (see
+    /// `PassContext::float_reference`): the analysis compares against it. `None`: the model's
+    /// own graph is the reference.
+    pub float_reference: Option<mppq_ir::Graph>,
     /// The exporters [`Self::export_to`] runs, with their options (checked up front).
     exporters: Vec<(Arc<dyn Exporter>, ExportOptions)>,
 }
@@ -65,6 +69,7 @@ impl ModelQuantizer {
             device,
             dispatch: None,
             reports: Vec::new(),
+            float_reference: None,
             exporters,
         })
     }
@@ -85,6 +90,14 @@ impl ModelQuantizer {
     pub fn executor(&self) -> Result<Executor> {
         let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
         Ok(Executor::new(&self.model.graph, &self.registry, &self.device, &opsets)?)
+    }
+
+    /// An executor for the float model the quantized one is measured against: the graph before
+    /// bias correction when it ran, else the model's graph.
+    pub fn reference_executor(&self) -> Result<Executor> {
+        let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
+        let graph = self.float_reference.as_ref().unwrap_or(&self.model.graph);
+        Ok(Executor::new(graph, &self.registry, &self.device, &opsets)?)
     }
 
     /// Quantizes the model with the one pass pipeline ([`Pipeline::full`]): graph fusion,
@@ -108,6 +121,7 @@ impl ModelQuantizer {
         ctx.guard = self.setting.pipeline.guard_options();
         self.reports = run_pipeline(&mut ctx, &mut passes)?;
         self.dispatch = ctx.dispatch.take();
+        self.float_reference = ctx.float_reference.take();
         Ok(())
     }
 
@@ -205,6 +219,7 @@ fn run_analysis(
     progress: &mut dyn ProgressSink,
 ) -> Result<crate::analyse::AnalysisReport> {
     let exec = q.executor()?;
+    let reference = q.reference_executor()?;
     let limit = q.setting.analysis.batches.unwrap_or(calib.len()).clamp(1, calib.len().max(1));
     let batches = calib.to_values(&q.device)?;
     let name = q.model.graph.name.clone();
@@ -212,6 +227,7 @@ fn run_analysis(
         &name,
         &q.model.graph,
         &exec,
+        &reference,
         &batches[..limit.min(batches.len())],
         &q.setting.analysis,
         analysis_progress(progress),

@@ -46,6 +46,10 @@ pub struct PassContext<'a> {
     pub dispatch: Option<Dispatch>,
     /// How the pipeline guards optimisation passes.
     pub guard: GuardOptions,
+    /// The float graph before the first pass that changes what the float model computes (bias
+    /// correction, any [`Guard::Measure`] pass): what analyses compare the quantized graph with.
+    /// `None` while no such pass ran. Same structure (operation ids) as the final graph.
+    pub float_reference: Option<Graph>,
 }
 
 impl<'a> PassContext<'a> {
@@ -67,6 +71,7 @@ impl<'a> PassContext<'a> {
             statistics: Statistics::default(),
             dispatch: None,
             guard: GuardOptions::default(),
+            float_reference: None,
         }
     }
 

@@ -126,12 +126,15 @@ impl ExecHook for Compare<'_> {
     }
 }
 
-/// Graph-wise error on `batches` (each a list of (input name, value)); `progress(done, total)`
+/// Graph-wise error on `batches` (each a list of (input name, value)): `graph` simulated with
+/// `exec` against the float run of `reference` (an executor of the same graph before any pass
+/// changed what the float model computes, or `exec` itself); `progress(done, total)`
 /// counts batches. Rows come in execution order; tensors that are not float (or never produced)
 /// are left out.
 pub fn graphwise_error(
     graph: &Graph,
     exec: &Executor,
+    reference: &Executor,
     batches: &[Vec<(String, Value)>],
     setting: &AnalyseSetting,
     mut progress: impl FnMut(usize, usize),
@@ -149,7 +152,7 @@ pub fn graphwise_error(
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
     for (b, batch) in batches.iter().enumerate() {
         let mut keep = KeepFloat { by_op: &by_op, kept: vec![None; watches.len()] };
-        exec.run(batch.clone(), &mut [&mut keep])?;
+        reference.run(batch.clone(), &mut [&mut keep])?;
         let mut sim = QuantSimulation::new(graph, BurnFakeQuant);
         let mut compare = Compare {
             by_op: &by_op,

@@ -142,13 +142,14 @@ pub fn analyse(
     model: &str,
     graph: &Graph,
     exec: &Executor,
+    reference: &Executor,
     batches: &[Vec<(String, Value)>],
     setting: &AnalyseSetting,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<AnalysisReport> {
-    let graphwise = graphwise_error(graph, exec, batches, setting, |d, t| progress("graphwise", d, t))?;
+    let graphwise = graphwise_error(graph, exec, reference, batches, setting, |d, t| progress("graphwise", d, t))?;
     let layerwise = if setting.layerwise {
-        Some(layerwise_error(graph, exec, batches, |d, t| progress("layerwise", d, t))?)
+        Some(layerwise_error(graph, exec, reference, batches, |d, t| progress("layerwise", d, t))?)
     } else {
         None
     };

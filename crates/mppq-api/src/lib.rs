@@ -11,6 +11,7 @@
 //! The lower crates are re-exported, so a user crate can depend on `mppq-api` alone.
 
 pub mod analyse;
+pub mod budget;
 pub mod calib;
 pub mod error;
 pub mod export;

@@ -32,6 +32,8 @@ pub struct ModelQuantizer {
     /// `PassContext::float_reference`): the analysis compares against it. `None`: the model's
     /// own graph is the reference.
     pub float_reference: Option<mppq_ir::Graph>,
+    /// What the accuracy budget gave back to float, when one was set.
+    pub budget: Option<crate::budget::BudgetReport>,
     /// The exporters [`Self::export_to`] runs, with their options (checked up front).
     exporters: Vec<(Arc<dyn Exporter>, ExportOptions)>,
 }
@@ -60,6 +62,8 @@ impl ModelQuantizer {
         let device = setting.device.device()?;
         let registry = operator_registry(platform.as_ref());
         let exporters = resolve_exporters(&setting, &platform.exporters())?;
+        setting.budget.validate()?;
+        setting.pipeline.validate()?;
         Ok(Self {
             platform,
             model,
@@ -70,6 +74,7 @@ impl ModelQuantizer {
             dispatch: None,
             reports: Vec::new(),
             float_reference: None,
+            budget: None,
             exporters,
         })
     }
@@ -122,7 +127,33 @@ impl ModelQuantizer {
         self.reports = run_pipeline(&mut ctx, &mut passes)?;
         self.dispatch = ctx.dispatch.take();
         self.float_reference = ctx.float_reference.take();
+        if self.setting.budget.is_set() {
+            self.budget = Some(self.apply_budget(calib, progress)?);
+        }
         Ok(())
+    }
+
+    /// The accuracy budget of the setting (see [`crate::budget`]), on the calibration batches
+    /// the analysis uses.
+    fn apply_budget(
+        &mut self,
+        calib: &CalibrationSet,
+        progress: &mut dyn ProgressSink,
+    ) -> Result<crate::budget::BudgetReport> {
+        let limit = self.setting.analysis.batches.unwrap_or(calib.len()).clamp(1, calib.len().max(1));
+        let batches = calib.to_values(&self.device)?;
+        let batches = &batches[..limit.min(batches.len())];
+        let reference = self.reference_executor()?;
+        let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
+        let build = |g: &mppq_ir::Graph| Ok(Executor::new(g, &self.registry, &self.device, &opsets)?);
+        let mut graph = self.model.graph.clone();
+        let mut report_progress = analysis_progress(progress);
+        let report =
+            crate::budget::apply_budget(&mut graph, &build, &reference, batches, &self.setting.budget, &mut |d, t| {
+                report_progress("budget ranking", d, t)
+            })?;
+        self.model.graph = graph;
+        Ok(report)
     }
 
     /// Runs the quantized model (fake-quant simulation) on one batch.
@@ -170,6 +201,8 @@ pub struct JobSummary {
     /// One line per pass.
     pub pass_reports: Vec<String>,
     pub analysis: Option<crate::analyse::AnalysisReport>,
+    /// What the accuracy budget gave back, when one was set.
+    pub budget: Option<crate::budget::BudgetReport>,
     /// (what, path) of every file written.
     pub files: Vec<(String, PathBuf)>,
     pub seconds: f64,
@@ -241,7 +274,7 @@ fn summary(
     started: std::time::Instant,
 ) -> JobSummary {
     let graph = &q.model.graph;
-    let quantized = graph.operations().filter(|(_, op)| op.quant_config.is_some()).count();
+    let quantized = graph.operations().filter(|(_, op)| crate::analyse::is_quantized(op)).count();
     JobSummary {
         model: graph.name.clone(),
         platform: q.platform.name().to_string(),
@@ -249,6 +282,7 @@ fn summary(
         dispatch: q.dispatch.clone(),
         pass_reports: q.reports.iter().map(|r| r.to_string()).collect(),
         analysis,
+        budget: q.budget.clone(),
         files,
         seconds: started.elapsed().as_secs_f64(),
     }

@@ -31,6 +31,8 @@ pub struct QuantizeSetting {
     pub export: BTreeMap<String, crate::export::ExportOptions>,
     /// Error analysis after quantization (graph-wise always; layer-wise on request).
     pub analysis: crate::analyse::AnalyseSetting,
+    /// The accuracy budget: operations given back to float until the output SNR holds.
+    pub budget: crate::budget::BudgetSetting,
 }
 
 impl Default for QuantizeSetting {
@@ -45,6 +47,7 @@ impl Default for QuantizeSetting {
             exporters: None,
             export: BTreeMap::new(),
             analysis: Default::default(),
+            budget: Default::default(),
         }
     }
 }

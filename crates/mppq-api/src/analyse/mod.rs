@@ -164,12 +164,12 @@ pub fn analyse(
 }
 
 /// An operation's name for reports: its name, or `#<id> (<type>)` when unnamed.
-pub(crate) fn op_label(id: OpId, op: &Operation) -> String {
+pub fn op_label(id: OpId, op: &Operation) -> String {
     if op.name.is_empty() { format!("#{} ({})", id.0, op.op_type) } else { op.name.clone() }
 }
 
 /// Whether `op` has a config that the simulation applies (Overlapped ones are covered elsewhere).
-pub(crate) fn is_quantized(op: &Operation) -> bool {
+pub fn is_quantized(op: &Operation) -> bool {
     op.quant_config.as_ref().is_some_and(|c| {
         c.input_configs
             .iter()

@@ -122,6 +122,14 @@ struct QuantArgs {
     /// on the calibration data and undone when it lowers the output SNR.
     #[arg(long, value_name = "LEVEL")]
     optimize: Option<u8>,
+    /// Accuracy budget: give the most damaging operations back to float until the graph
+    /// outputs' SNR on the calibration data reaches DB (each one is reported).
+    #[arg(long, value_name = "DB")]
+    target_snr: Option<f64>,
+    /// Accuracy budget: give at most N operations back to float (alone: the N most damaging
+    /// ones, each only where it raises the SNR).
+    #[arg(long, value_name = "N")]
+    max_float_ops: Option<usize>,
     /// Operation types or name globs kept in FP32 (repeatable).
     #[arg(long)]
     ignore: Vec<String>,
@@ -176,6 +184,12 @@ impl QuantArgs {
         }
         if let Some(level) = self.optimize {
             s.pipeline.optimize = level;
+        }
+        if self.target_snr.is_some() {
+            s.budget.target_snr = self.target_snr;
+        }
+        if self.max_float_ops.is_some() {
+            s.budget.max_float_ops = self.max_float_ops;
         }
         s.ignore.extend(self.ignore.iter().cloned());
         s.analysis.layerwise |= self.layerwise;
@@ -311,6 +325,10 @@ fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
         for r in &job.pass_reports {
             println!("pass {r}");
         }
+    }
+    // What the budget gave back is printed even when quiet: it changes the deployed model.
+    if let Some(budget) = &job.budget {
+        println!("{budget}");
     }
     if !quiet && let Some(report) = &job.analysis {
         print!("{}", mppq_api::analyse::render_table(report, 100));

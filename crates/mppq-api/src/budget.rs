@@ -1,0 +1,182 @@
+//! The accuracy budget: `--target-snr DB` and `--max-float-ops N`. After quantization, the
+//! operations are ranked by the damage each does alone (the layer-wise analysis: one operation
+//! quantized at a time), and the most damaging are given back to float, one at a time, until the
+//! graph outputs' SNR on the calibration data reaches the target or N operations are in float.
+//! An operation whose return to float does not raise the SNR is left quantized and skipped. Every
+//! operation given back is reported with the SNR before and after. Works with every platform: an
+//! operation goes back to float by setting its configs to `Fp32`, which every exporter honours.
+
+use crate::analyse::{layers_to_analyse, layerwise_error};
+use crate::error::{ApiError, Result};
+use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, Value};
+use mppq_ir::Graph;
+use mppq_ir::quant::QuantizationState;
+use serde::{Deserialize, Serialize};
+
+/// The `[budget]` section of the setting.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetSetting {
+    /// Give operations back to float until the graph outputs' SNR reaches this (dB).
+    pub target_snr: Option<f64>,
+    /// Give back at most this many operations (alone: give back up to this many, each only
+    /// where it raises the SNR).
+    pub max_float_ops: Option<usize>,
+}
+
+impl BudgetSetting {
+    pub fn is_set(&self) -> bool {
+        self.target_snr.is_some() || self.max_float_ops.is_some()
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if let Some(t) = self.target_snr.filter(|t| !t.is_finite()) {
+            return Err(ApiError::Setting(format!("budget.target_snr = {t}: use a finite number of dB")));
+        }
+        Ok(())
+    }
+}
+
+/// One operation given back to float.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GivenBack {
+    pub op: String,
+    pub op_type: String,
+    /// Graph-output SNR (dB) before and after.
+    pub snr_before_db: f64,
+    pub snr_after_db: f64,
+}
+
+/// What the budget did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BudgetReport {
+    pub target_snr_db: Option<f64>,
+    pub max_float_ops: Option<usize>,
+    pub start_db: f64,
+    pub final_db: f64,
+    pub given_back: Vec<GivenBack>,
+    /// Whether the target SNR holds (true without a target).
+    pub met: bool,
+}
+
+impl std::fmt::Display for BudgetReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = self.target_snr_db.map(|t| format!("target {t:.2} dB ")).unwrap_or_default();
+        let verdict = if self.met { "met" } else { "NOT met" };
+        write!(
+            f,
+            "accuracy budget ({target}{verdict}): output SNR {:.2} → {:.2} dB with {} operation(s) given back to float",
+            self.start_db,
+            self.final_db,
+            self.given_back.len()
+        )?;
+        for g in &self.given_back {
+            write!(f, "\n  {} ({}): {:.2} → {:.2} dB", g.op, g.op_type, g.snr_before_db, g.snr_after_db)?;
+        }
+        Ok(())
+    }
+}
+
+/// The float outputs of one run, by graph output (non-float outputs left out).
+fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<Vec<f32>> {
+    outputs
+        .into_iter()
+        .filter_map(|(_, v)| v.into_tensor().filter(|t| t.kind() == mppq_exec::tensor::Kind::Float))
+        .map(|t| t.to_f32_vec())
+        .collect()
+}
+
+/// Graph-output SNR of the simulated `graph` against `reference` outputs: −10·log10 of the mean
+/// noise-to-signal ratio of the outputs (as the pipeline's guard measures it).
+fn output_snr(
+    graph: &Graph,
+    exec: &Executor,
+    batches: &[Vec<(String, Value)>],
+    reference: &[Vec<Vec<f32>>],
+) -> Result<f64> {
+    let (mut noise, mut signal) = (Vec::<f64>::new(), Vec::<f64>::new());
+    for (batch, expected) in batches.iter().zip(reference) {
+        let mut sim = QuantSimulation::new(graph, BurnFakeQuant);
+        let got = float_outputs(exec.run(batch.clone(), &mut [&mut sim])?);
+        noise.resize(expected.len(), 0.0);
+        signal.resize(expected.len(), 0.0);
+        for (k, (e, g)) in expected.iter().zip(&got).enumerate() {
+            noise[k] += e.iter().zip(g).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>();
+            signal[k] += e.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
+        }
+    }
+    let ratios: Vec<f64> = noise.iter().zip(&signal).map(|(n, s)| n / s.max(1e-30)).collect();
+    let mean = ratios.iter().sum::<f64>() / ratios.len().max(1) as f64;
+    Ok(if mean <= 0.0 { f64::INFINITY } else { -10.0 * mean.log10() })
+}
+
+/// Every config of `op` set to `Fp32` (its tensors, weights and biases stay float).
+fn give_back(graph: &mut Graph, op: mppq_ir::OpId) -> Result<()> {
+    let o = graph.operation_mut(op)?;
+    o.precision = mppq_ir::quant::TargetPrecision::Fp32;
+    if let Some(c) = o.quant_config.as_mut() {
+        for t in c.input_configs.iter_mut().chain(c.output_configs.iter_mut()).flatten() {
+            t.state = QuantizationState::Fp32;
+        }
+    }
+    Ok(())
+}
+
+/// Applies `setting` to the quantized `graph` (see the module doc); `exec` builds executors of a
+/// graph, `reference` is the float model's executor, `batches` the calibration batches.
+pub fn apply_budget(
+    graph: &mut Graph,
+    build: &dyn Fn(&Graph) -> Result<Executor>,
+    reference: &Executor,
+    batches: &[Vec<(String, Value)>],
+    setting: &BudgetSetting,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<BudgetReport> {
+    let expected: Vec<Vec<Vec<f32>>> = batches
+        .iter()
+        .map(|b| reference.run(b.clone(), &mut []).map(float_outputs))
+        .collect::<std::result::Result<_, _>>()?;
+    let exec = build(graph)?;
+    let start = output_snr(graph, &exec, batches, &expected)?;
+    let mut report = BudgetReport {
+        target_snr_db: setting.target_snr,
+        max_float_ops: setting.max_float_ops,
+        start_db: start,
+        final_db: start,
+        given_back: Vec::new(),
+        met: setting.target_snr.is_none_or(|t| start >= t),
+    };
+    if report.met && setting.target_snr.is_some() {
+        return Ok(report);
+    }
+    let limit = setting.max_float_ops.unwrap_or(usize::MAX);
+    // Rank by damage alone, most damaging first; labels map back to operation ids.
+    let layers = layers_to_analyse(graph)?;
+    let ranked = layerwise_error(graph, &exec, reference, batches, |d, t| progress(d, t))?;
+    let by_label: std::collections::HashMap<String, mppq_ir::OpId> =
+        layers.iter().filter_map(|id| Some((crate::analyse::op_label(*id, graph.operation(*id).ok()?), *id))).collect();
+    let mut current = start;
+    for row in ranked {
+        if report.given_back.len() >= limit || setting.target_snr.is_some_and(|t| current >= t) {
+            break;
+        }
+        let Some(id) = by_label.get(&row.op).copied() else { continue };
+        let saved = graph.operation(id)?.clone();
+        give_back(graph, id)?;
+        let after = output_snr(graph, &build(graph)?, batches, &expected)?;
+        if after > current {
+            report.given_back.push(GivenBack {
+                op: row.op.clone(),
+                op_type: row.op_type.clone(),
+                snr_before_db: current,
+                snr_after_db: after,
+            });
+            current = after;
+        } else {
+            *graph.operation_mut(id)? = saved;
+        }
+    }
+    report.final_db = current;
+    report.met = setting.target_snr.is_none_or(|t| current >= t);
+    Ok(report)
+}

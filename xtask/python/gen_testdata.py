@@ -188,8 +188,22 @@ class Builder:
             )
         return y
 
-    def bn(self, x, c, base="bn", out=None):
-        gamma = self.rng.uniform(0.5, 1.5, size=c)
+    def dwconv(self, x, c, k, stride=1, pad=0, base="dwconv"):
+        """Depthwise Conv (group = channels), no bias."""
+        w = self.rng.normal(0.0, math.sqrt(2.0 / (k * k)), size=(c, 1, k, k)).astype(np.float32)
+        y = self.node(
+            "Conv", [x, self.init(base + ".weight", w)], base=base,
+            kernel_shape=[k, k], strides=[stride, stride], pads=[pad, pad, pad, pad], group=c,
+        )
+        if x in self.shadow:
+            xs, wd = self.shadow[x], w.astype(np.float64)
+            self.shadow[y] = np.concatenate(
+                [np_conv(xs[:, i:i + 1], wd[i:i + 1], None, stride, pad) for i in range(c)], axis=1
+            )
+        return y
+
+    def bn(self, x, c, base="bn", out=None, gamma=None):
+        gamma = self.rng.uniform(0.5, 1.5, size=c) if gamma is None else gamma
         beta = self.rng.normal(0.0, 0.25, size=c)
         if x in self.shadow:
             s = self.shadow[x]
@@ -428,6 +442,47 @@ def calib_detect_branch(i: int) -> dict:
 
 
 # ---------------------------------------------------------------------------
+# e. tiny_mobilenet
+
+
+def build_tiny_mobilenet() -> onnx.ModelProto:
+    """MobileNetV2-style: inverted residual blocks (1x1 expand + BN + ReLU, 3x3 depthwise + BN +
+    ReLU, 1x1 project + BN, residual Add where shapes match). The depthwise BNs have gammas
+    log-uniform in [0.02, 2], so after BN folding the depthwise kernels' channel ranges span 100x,
+    as in trained MobileNetV2 (Nagel et al. 2019, fig. 2): per-tensor weight quantization then
+    loses the small channels, which is what cross-layer equalization repairs. ReLU where
+    MobileNetV2 has ReLU6, as DFQ evaluates it: equalization is exact through ReLU, not ReLU6."""
+    stats_in = make_images(np.random.default_rng(7001), 16, 32).astype(np.float64)
+    b = Builder("tiny_mobilenet", seed=77, shadow_input={"input": stats_in})
+    x = b.conv("input", 3, 16, 3, 2, 1, base="stem")
+    x = b.relu(b.bn(x, 16, base="stem.bn"), base="stem.relu")
+    cin = 16
+    for i, (cout, stride) in enumerate(((24, 1), (24, 1), (32, 2))):
+        p = f"block{i}"
+        hidden = cin * 4
+        y = b.conv(x, cin, hidden, 1, base=p + ".expand")
+        y = b.relu(b.bn(y, hidden, base=p + ".expand.bn"), base=p + ".expand.relu")
+        y = b.dwconv(y, hidden, 3, stride, 1, base=p + ".dw")
+        gamma = np.exp(b.rng.uniform(np.log(0.02), np.log(2.0), size=hidden))
+        y = b.relu(b.bn(y, hidden, base=p + ".dw.bn", gamma=gamma), base=p + ".dw.relu")
+        y = b.conv(y, hidden, cout, 1, base=p + ".project")
+        y = b.bn(y, cout, base=p + ".project.bn")
+        x = b.add(y, x, base=p + ".add") if (stride == 1 and cin == cout) else y
+        cin = cout
+    x = b.conv(x, cin, 128, 1, base="head")
+    x = b.relu(b.bn(x, 128, base="head.bn"), base="head.relu")
+    x = b.gap_flatten(x)
+    b.gemm(x, 128, 10, base="fc", out="logits")
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 32, 32])
+    out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])
+    return b.model([inp], [out], "mppq test model: MobileNetV2-style CNN (inverted residuals, depthwise, ReLU)")
+
+
+def calib_tiny_mobilenet(i: int) -> dict:
+    return {"input": make_images(np.random.default_rng(8000 + i), 1, 32)}
+
+
+# ---------------------------------------------------------------------------
 # d. ResNet-18
 
 
@@ -497,6 +552,7 @@ MODELS = {
     "tiny_cnn": (build_tiny_cnn, calib_tiny_cnn),
     "tiny_transformer": (build_tiny_transformer, calib_tiny_transformer),
     "detect_branch": (build_detect_branch, calib_detect_branch),
+    "tiny_mobilenet": (build_tiny_mobilenet, calib_tiny_mobilenet),
 }
 
 

@@ -164,7 +164,7 @@ pub fn check_model(
     };
     let path = dir.path().join(format!("{name}.qdq.onnx"));
     std::fs::rename(&artifact.path, &path)?;
-    // The float model before bias correction changed its biases.
+    // The float model before the optimisation passes changed it (bias correction, …).
     let reference_exec = quantizer.reference_executor()?;
     let model = quantizer.model;
     if let Ok(keep) = std::env::var("MPPQ_QDQ_KEEP") {
@@ -198,7 +198,7 @@ pub fn check_model(
     let (mut fp_all, mut sim_all, mut ort_all, mut ours_all) = (vec![], vec![], vec![], vec![]);
     let (mut total, mut ok_ort, mut ok_ours, mut worst) = (0usize, 0usize, 0usize, 0f64);
     for (i, batch) in data.iter().enumerate() {
-        let fp = outputs_f32(reference_exec.run(batch.clone(), &mut [])?)?;
+        let fp = outputs_f32(reference_exec.as_ref().unwrap_or(&exec).run(batch.clone(), &mut [])?)?;
         let mut hook = QuantSimulation::new(g, BurnFakeQuant);
         let sim = outputs_f32(exec.run(batch.clone(), &mut [&mut hook])?)?;
         let mine = outputs_f32(ours.run(batch.clone(), &mut [])?)?;

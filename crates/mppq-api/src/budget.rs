@@ -152,7 +152,7 @@ pub fn apply_budget(
     let limit = setting.max_float_ops.unwrap_or(usize::MAX);
     // Rank by damage alone, most damaging first; labels map back to operation ids.
     let layers = layers_to_analyse(graph)?;
-    let ranked = layerwise_error(graph, &exec, reference, batches, &mut *progress)?;
+    let ranked = layerwise_error(graph, &exec, Some(reference), batches, &mut *progress)?;
     let by_label: std::collections::HashMap<String, mppq_ir::OpId> =
         layers.iter().filter_map(|id| Some((crate::analyse::op_label(*id, graph.operation(*id).ok()?), *id))).collect();
     let mut current = start;

@@ -28,9 +28,8 @@ pub struct ModelQuantizer {
     pub dispatch: Option<Dispatch>,
     /// What each pass did.
     pub reports: Vec<PassReport>,
-    /// The float graph before bias correction changed float parameters (see
-    /// `PassContext::float_reference`): the analysis compares against it. `None`: the model's
-    /// own graph is the reference.
+    /// The float graph before the optimisation passes (see `PassContext::float_reference`): the
+    /// graph outputs are measured against it. `None`: the model's own graph is the reference.
     pub float_reference: Option<mppq_ir::Graph>,
     /// What the accuracy budget gave back to float, when one was set.
     pub budget: Option<crate::budget::BudgetReport>,
@@ -97,12 +96,12 @@ impl ModelQuantizer {
         Ok(Executor::new(&self.model.graph, &self.registry, &self.device, &opsets)?)
     }
 
-    /// An executor for the float model the quantized one is measured against: the graph before
-    /// bias correction when it ran, else the model's graph.
-    pub fn reference_executor(&self) -> Result<Executor> {
+    /// An executor for the float model whose outputs the quantized one is measured against: the
+    /// graph before the optimisation passes when they ran (`None`: the model's own graph).
+    pub fn reference_executor(&self) -> Result<Option<Executor>> {
         let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
-        let graph = self.float_reference.as_ref().unwrap_or(&self.model.graph);
-        Ok(Executor::new(graph, &self.registry, &self.device, &opsets)?)
+        let Some(graph) = self.float_reference.as_ref() else { return Ok(None) };
+        Ok(Some(Executor::new(graph, &self.registry, &self.device, &opsets)?))
     }
 
     /// Quantizes the model with the one pass pipeline ([`Pipeline::full`]): graph fusion,
@@ -143,9 +142,12 @@ impl ModelQuantizer {
         let limit = self.setting.analysis.batches.unwrap_or(calib.len()).clamp(1, calib.len().max(1));
         let batches = calib.to_values(&self.device)?;
         let batches = &batches[..limit.min(batches.len())];
-        let reference = self.reference_executor()?;
         let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
         let build = |g: &mppq_ir::Graph| Ok(Executor::new(g, &self.registry, &self.device, &opsets)?);
+        let reference = match self.reference_executor()? {
+            Some(e) => e,
+            None => build(&self.model.graph)?,
+        };
         let mut graph = self.model.graph.clone();
         let mut report_progress = analysis_progress(progress);
         let report =
@@ -260,7 +262,7 @@ fn run_analysis(
         &name,
         &q.model.graph,
         &exec,
-        &reference,
+        reference.as_ref(),
         &batches[..limit.min(batches.len())],
         &q.setting.analysis,
         analysis_progress(progress),

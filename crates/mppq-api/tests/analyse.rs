@@ -68,7 +68,7 @@ fn make_weights_coarse(graph: &mut Graph, op: &str) {
 #[test]
 fn graphwise_output_metrics_equal_the_metrics_of_full_outputs() {
     let (graph, exec, data) = quantized_cnn();
-    let rows = graphwise_error(&graph, &exec, &exec, &data, &AnalyseSetting::default(), |_, _| {}).unwrap();
+    let rows = graphwise_error(&graph, &exec, None, &data, &AnalyseSetting::default(), |_, _| {}).unwrap();
 
     // Reference: keep whole outputs, as pipeline.rs does.
     let (mut fp_all, mut q_all) = (Vec::new(), Vec::new());
@@ -109,12 +109,12 @@ fn identical_runs_have_cosine_one_and_no_error() {
     let graph = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap().graph;
     let exec = Executor::new(&graph, &OpRegistry::builtin(), &device, &|_| 17).unwrap();
     let data = batches("tiny_cnn", 2, &device);
-    let rows = graphwise_error(&graph, &exec, &exec, &data, &AnalyseSetting::default(), |_, _| {}).unwrap();
+    let rows = graphwise_error(&graph, &exec, None, &data, &AnalyseSetting::default(), |_, _| {}).unwrap();
     assert_eq!(rows.len(), 1, "only the graph output is watched");
     assert!((rows[0].cosine - 1.0).abs() < 1e-12, "{}", rows[0].cosine);
     assert_eq!(rows[0].snr_db, f64::INFINITY);
     assert_eq!(rows[0].mse, 0.0);
-    assert!(layerwise_error(&graph, &exec, &exec, &data, |_, _| {}).unwrap().is_empty());
+    assert!(layerwise_error(&graph, &exec, None, &data, |_, _| {}).unwrap().is_empty());
 }
 
 #[test]
@@ -124,7 +124,7 @@ fn layerwise_ranks_the_coarse_layer_first_and_reports_progress() {
     let data = &data[..3];
     let layers = layers_to_analyse(&graph).unwrap();
     let mut calls = Vec::new();
-    let ranked = layerwise_error(&graph, &exec, &exec, data, |d, t| calls.push((d, t))).unwrap();
+    let ranked = layerwise_error(&graph, &exec, None, data, |d, t| calls.push((d, t))).unwrap();
     assert_eq!(ranked.len(), layers.len());
     assert_eq!(calls.len(), layers.len() * 3);
     assert_eq!(calls.last(), Some(&(layers.len() * 3, layers.len() * 3)));
@@ -139,7 +139,7 @@ fn layerwise_ranks_the_coarse_layer_first_and_reports_progress() {
 
     // The report's tables and chart agree.
     let setting = AnalyseSetting { layerwise: true, sample_cap: 256, ..Default::default() };
-    let report = analyse("tiny_cnn", &graph, &exec, &exec, data, &setting, |_, _, _| {}).unwrap();
+    let report = analyse("tiny_cnn", &graph, &exec, None, data, &setting, |_, _, _| {}).unwrap();
     let table = render_table(&report, 100);
     println!("{table}");
     assert!(table.lines().all(|l| l.chars().count() <= 100));
@@ -157,7 +157,7 @@ fn layerwise_ranks_the_coarse_layer_first_and_reports_progress() {
 fn samples_stay_within_the_cap() {
     let (graph, exec, data) = quantized_cnn();
     let setting = AnalyseSetting { sample_cap: 64, ..Default::default() };
-    let rows = graphwise_error(&graph, &exec, &exec, &data, &setting, |_, _| {}).unwrap();
+    let rows = graphwise_error(&graph, &exec, None, &data, &setting, |_, _| {}).unwrap();
     for r in &rows {
         assert_eq!(r.sample.len(), 64.min(r.elements as usize), "{}", r.tensor);
         assert_eq!(r.sample.fp.len(), r.sample.q.len());
@@ -196,7 +196,7 @@ fn html_report_has_one_bar_per_layer_and_is_well_formed() {
     let (mut graph, exec, data) = quantized_cnn();
     make_weights_coarse(&mut graph, "conv2");
     let setting = AnalyseSetting { layerwise: true, ..Default::default() };
-    let report = analyse("tiny_cnn <&>", &graph, &exec, &exec, &data[..2], &setting, |_, _, _| {}).unwrap();
+    let report = analyse("tiny_cnn <&>", &graph, &exec, None, &data[..2], &setting, |_, _, _| {}).unwrap();
     let layers = report.layerwise.as_ref().unwrap().len();
     assert!(layers >= 8, "{layers}");
     let html = render_html(&report, None).unwrap();
@@ -224,7 +224,7 @@ fn html_report_has_one_bar_per_layer_and_is_well_formed() {
 fn json_report_round_trips_with_null_for_infinite_snr() {
     let (graph, exec, data) = quantized_cnn();
     let mut report =
-        analyse("tiny_cnn", &graph, &exec, &exec, &data[..2], &AnalyseSetting::default(), |_, _, _| {}).unwrap();
+        analyse("tiny_cnn", &graph, &exec, None, &data[..2], &AnalyseSetting::default(), |_, _, _| {}).unwrap();
     report.graphwise[0].snr_db = f64::INFINITY;
     let json = report.to_json().unwrap();
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -251,7 +251,7 @@ fn nan_in_the_data_is_a_typed_error_naming_the_tensor() {
     let mut values = t.to_f32_vec();
     values[5] = f32::NAN;
     data[1].push((name, Value::Tensor(Tensor::from_f32(&t.shape(), values, &device))));
-    let err = graphwise_error(&graph, &exec, &exec, &data[..2], &AnalyseSetting::default(), |_, _| {}).unwrap_err();
+    let err = graphwise_error(&graph, &exec, None, &data[..2], &AnalyseSetting::default(), |_, _| {}).unwrap_err();
     match &err {
         ApiError::Analysis { tensor, message } => {
             assert!(!tensor.is_empty());
@@ -259,11 +259,11 @@ fn nan_in_the_data_is_a_typed_error_naming_the_tensor() {
         }
         other => panic!("expected an analysis error, got {other}"),
     }
-    let err = layerwise_error(&graph, &exec, &exec, &data[..2], |_, _| {}).unwrap_err();
+    let err = layerwise_error(&graph, &exec, None, &data[..2], |_, _| {}).unwrap_err();
     assert!(
         matches!(&err, ApiError::Analysis { tensor, message } if tensor == "logits" && message.contains("NaN")),
         "{err}"
     );
-    let err = graphwise_error(&graph, &exec, &exec, &[], &AnalyseSetting::default(), |_, _| {}).unwrap_err();
+    let err = graphwise_error(&graph, &exec, None, &[], &AnalyseSetting::default(), |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("no batches"), "{err}");
 }

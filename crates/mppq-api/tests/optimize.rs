@@ -81,3 +81,23 @@ fn an_unavailable_level_and_a_bad_target_are_refused_up_front() {
     let err = mppq_api::load_quantizer(&dir.join("tiny_cnn.onnx"), s).err().unwrap().to_string();
     assert!(err.contains("budget.target_snr"), "{err}");
 }
+
+#[test]
+fn equalization_gains_3_db_on_a_depthwise_cnn_with_per_tensor_int8_weights() {
+    let per_tensor = |level: u8| {
+        let mut s = at_level(level);
+        s.platform = "lowbit".into();
+        s.quantizer.bits = Some(8);
+        s.quantizer.weight_bits = Some(8);
+        s.quantizer.per_channel = Some(false);
+        s.pipeline.range_search.enabled = Some(false);
+        s.pipeline.bias_correction.enabled = Some(false);
+        s
+    };
+    let (one, two) = (job("tiny_mobilenet", per_tensor(1)), job("tiny_mobilenet", per_tensor(2)));
+    let (a, b) = (output_snr(&one), output_snr(&two));
+    println!("tiny_mobilenet, per-tensor int8 weights: level 1 {a:.2} dB, with equalization {b:.2} dB");
+    let line = two.pass_reports.iter().find(|r| r.starts_with("equalization")).unwrap();
+    assert!(line.contains("kept"), "{line}");
+    assert!(b >= a + 3.0, "equalization: {a:.2} → {b:.2} dB");
+}

@@ -42,3 +42,8 @@ fn tiny_transformer_matches_onnx_runtime() {
 fn detect_branch_matches_onnx_runtime() {
     check("detect_branch");
 }
+
+#[test]
+fn tiny_mobilenet_matches_onnx_runtime() {
+    check("tiny_mobilenet");
+}

@@ -13,7 +13,7 @@
 //! padding). Clip (ReLU6) is not crossed: its bound would need a per-channel rescale that Clip
 //! cannot hold. Residual Adds are not crossed either (every branch would need the same scale).
 
-use crate::error::Result;
+use crate::error::{InPass, Result};
 use crate::guard::Guard;
 use crate::params::{InputChannels, ParamView, input_channels, op_params, write_param};
 use crate::pass::{Pass, PassContext, PassReport};
@@ -40,6 +40,10 @@ pub struct EqualizationSetting {
     pub absorb_high_bias: bool,
     /// Per-round scales are kept in [1/max_scale, max_scale].
     pub max_scale: f32,
+    /// Cross `Clip(0, b)` (ReLU6) by removing its upper bound, as DFQ and AIMET do: not exact
+    /// where activations exceed `b`, so the float model changes there (the guard measures it
+    /// against the original model and undoes the pass if that hurts).
+    pub clip_as_relu: bool,
 }
 
 impl Default for EqualizationSetting {
@@ -53,6 +57,7 @@ impl Default for EqualizationSetting {
             act_multiplier: 0.5,
             absorb_high_bias: true,
             max_scale: 10.0,
+            clip_as_relu: false,
         }
     }
 }
@@ -97,8 +102,28 @@ fn owns_weight(graph: &Graph, op: OpId) -> bool {
     op_params(graph, op).ok().and_then(|p| p.weight).is_some_and(|w| graph.consumers(w.var).len() == 1)
 }
 
-/// Every equalizable pair of `graph`.
-pub fn find_pairs(graph: &Graph) -> Vec<Pair> {
+/// Whether `op` is a Clip with a constant lower bound of 0 (ReLU6 and the like).
+fn is_relu_like_clip(graph: &Graph, op: &mppq_ir::Operation) -> bool {
+    if op.op_type != "Clip" {
+        return false;
+    }
+    let from_input = op.inputs().get(1).copied().flatten().map(|v| {
+        graph
+            .variable(v)
+            .ok()
+            .and_then(|v| v.value.as_ref())
+            .and_then(|t| t.to_f32_vec().ok())
+            .is_some_and(|v| v == [0.0])
+    });
+    match from_input {
+        Some(zero) => zero,
+        // Before opset 11 the bounds are attributes.
+        None => op.attr("min").is_some() && op.attr_float("min", f32::MIN).is_ok_and(|m| m == 0.0),
+    }
+}
+
+/// Every equalizable pair of `graph` (crossing `Clip(0, b)` too when `clip_as_relu`).
+pub fn find_pairs(graph: &Graph, clip_as_relu: bool) -> Vec<Pair> {
     let mut pairs = Vec::new();
     for (up, op) in graph.operations() {
         if !WEIGHTED.contains(&op.op_type.as_str()) || !owns_weight(graph, up) {
@@ -131,7 +156,9 @@ pub fn find_pairs(graph: &Graph) -> Vec<Pair> {
                 break;
             }
             let after_global_pool = relays.last().is_some_and(|r| r.starts_with("Global"));
-            let commutes = SCALE_COMMUTING.contains(&kind) || (kind == "Flatten" && after_global_pool);
+            let commutes = SCALE_COMMUTING.contains(&kind)
+                || (kind == "Flatten" && after_global_pool)
+                || (clip_as_relu && is_relu_like_clip(graph, next_op));
             // Every other input must be a constant (PRelu's slope), never a second activation.
             let constant_rest =
                 next_op.inputs().iter().skip(1).flatten().all(|v| graph.variable(*v).is_ok_and(|v| v.is_parameter()));
@@ -198,7 +225,7 @@ impl Pass for Equalization {
             return Ok(Vec::new());
         }
         let mut requests = Vec::new();
-        for pair in find_pairs(graph) {
+        for pair in find_pairs(graph, self.setting.clip_as_relu) {
             if let Some(axis) = output_channel_axis(graph, pair.up) {
                 let statistic = Statistic::ChannelRange { axis };
                 requests.push(StatRequest::new(pair.up_output, statistic, GraphMode::Float));
@@ -220,7 +247,7 @@ impl Pass for Equalization {
         let mut weights: HashMap<OpId, ParamView> = HashMap::new();
         let mut biases: HashMap<OpId, ParamView> = HashMap::new();
         let mut work = Vec::new();
-        for pair in find_pairs(graph) {
+        for pair in find_pairs(graph, s.clip_as_relu) {
             for op in [pair.up, pair.down] {
                 if let std::collections::hash_map::Entry::Vacant(e) = weights.entry(op) {
                     let params = op_params(graph, op)?;
@@ -302,12 +329,14 @@ impl Pass for Equalization {
         for view in weights.values().chain(biases.values()) {
             write_param(ctx.graph, view)?;
         }
+        let relaxed = if s.clip_as_relu { remove_clip_bounds(ctx.graph, &work)? } else { 0 };
         let changed = work.iter().filter(|w| w.scale.iter().any(|s| (s - 1.0).abs() > 1e-6)).count();
         Ok(PassReport::new(
             name,
             changed + absorbed,
             format!(
-                "{changed} of {} weighted pairs equalized in {rounds} rounds, high bias absorbed in {absorbed}",
+                "{changed} of {} weighted pairs equalized in {rounds} rounds, high bias absorbed in {absorbed}, \
+                 {relaxed} Clip upper bounds removed",
                 work.len()
             ),
         ))
@@ -365,4 +394,31 @@ fn absorb_high_bias(
         changed += 1;
     }
     changed
+}
+
+/// Removes the upper bound of every Clip between the pairs of `work` (`clip_as_relu`): the scaled
+/// channels need per-channel bounds, which Clip cannot hold. Returns how many Clips changed.
+fn remove_clip_bounds(graph: &mut Graph, work: &[Working]) -> Result<usize> {
+    let mut clips = Vec::new();
+    for w in work.iter().filter(|w| w.pair.relays.iter().any(|r| r == "Clip")) {
+        let mut var = w.pair.up_output;
+        while var != w.pair.down_input {
+            let Some(next) = single_consumer(graph, var) else { break };
+            let op = graph.operation(next).in_pass("equalization")?;
+            if op.op_type == "Clip" {
+                clips.push(next);
+            }
+            let Some(Some(out)) = op.outputs().first().copied() else { break };
+            var = out;
+        }
+    }
+    clips.sort();
+    clips.dedup();
+    for clip in &clips {
+        if graph.operation(*clip).in_pass("equalization")?.inputs().len() > 2 {
+            graph.set_op_input(*clip, 2, None).in_pass("equalization")?;
+        }
+        graph.operation_mut(*clip).in_pass("equalization")?.attributes.shift_remove("max");
+    }
+    Ok(clips.len())
 }

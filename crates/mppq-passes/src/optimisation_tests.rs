@@ -83,7 +83,7 @@ fn settings(json: &str) -> (PipelineSetting, PipelineSetting) {
 #[test]
 fn equalization_finds_the_pair_keeps_the_float_output_and_helps_per_tensor_weights() {
     let graph = unbalanced_conv_pair();
-    let pairs = find_pairs(&graph);
+    let pairs = find_pairs(&graph, false);
     assert_eq!(pairs.len(), 1);
     assert_eq!(pairs[0].relays, ["Relu"]);
 

@@ -46,9 +46,11 @@ pub struct PassContext<'a> {
     pub dispatch: Option<Dispatch>,
     /// How the pipeline guards optimisation passes.
     pub guard: GuardOptions,
-    /// The float graph before the first pass that changes what the float model computes (bias
-    /// correction, any [`Guard::Measure`] pass): what analyses compare the quantized graph with.
-    /// `None` while no such pass ran. Same structure (operation ids) as the final graph.
+    /// The float graph before the first optimisation pass ([`Pass::guard`] not `None`): those
+    /// may change what the float model computes (bias correction, high-bias absorption, Clip
+    /// bounds removed), so the graph outputs are measured against this. `None` while no such
+    /// pass ran. Internal tensors may be rescaled (equalization): compare those with the final
+    /// graph's own float run.
     pub float_reference: Option<Graph>,
 }
 

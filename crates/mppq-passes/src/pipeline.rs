@@ -126,7 +126,7 @@ pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> 
     let mut i = 0;
     while i < total {
         let guarded = ctx.guard.enabled;
-        if passes[i].guard() == Guard::Measure && ctx.float_reference.is_none() {
+        if passes[i].guard() != Guard::None && ctx.float_reference.is_none() {
             ctx.float_reference = Some(ctx.graph.clone());
         }
         match passes[i].guard() {

@@ -127,14 +127,14 @@ impl ExecHook for Compare<'_> {
 }
 
 /// Graph-wise error on `batches` (each a list of (input name, value)): `graph` simulated with
-/// `exec` against the float run of `reference` (an executor of the same graph before any pass
-/// changed what the float model computes, or `exec` itself); `progress(done, total)`
+/// `exec` against its own float run, and its outputs against those of `reference` when given
+/// (the float model before optimisation passes changed it); `progress(done, total)`
 /// counts batches. Rows come in execution order; tensors that are not float (or never produced)
 /// are left out.
 pub fn graphwise_error(
     graph: &Graph,
     exec: &Executor,
-    reference: &Executor,
+    reference: Option<&Executor>,
     batches: &[Vec<(String, Value)>],
     setting: &AnalyseSetting,
     mut progress: impl FnMut(usize, usize),
@@ -152,7 +152,16 @@ pub fn graphwise_error(
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
     for (b, batch) in batches.iter().enumerate() {
         let mut keep = KeepFloat { by_op: &by_op, kept: vec![None; watches.len()] };
-        reference.run(batch.clone(), &mut [&mut keep])?;
+        exec.run(batch.clone(), &mut [&mut keep])?;
+        // Graph outputs are compared with the reference model's (internal tensors may be
+        // rescaled by equalization: those are compared with this graph's own float run).
+        if let Some(reference) = reference {
+            let outputs = reference.run(batch.clone(), &mut [])?;
+            for (entry, w) in watches.iter().enumerate().filter(|(_, w)| w.graph_output) {
+                let value = outputs.iter().find(|(n, _)| *n == w.tensor).and_then(|(_, v)| v.as_tensor());
+                keep.kept[entry] = value.filter(|t| is_float(t)).cloned();
+            }
+        }
         let mut sim = QuantSimulation::new(graph, BurnFakeQuant);
         let mut compare = Compare {
             by_op: &by_op,

@@ -58,13 +58,13 @@ fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<(String, Vec<f32>)> {
         .collect()
 }
 
-/// Layer-wise error on `batches` against the float run of `reference` (see `graphwise_error`),
+/// Layer-wise error on `batches` against the outputs of `reference` (default: `exec` in float),
 /// sorted by damage (lowest graph-output SNR first; ties by
 /// name). `progress(done, total)` counts quantized runs: layers × batches.
 pub fn layerwise_error(
     graph: &Graph,
     exec: &Executor,
-    reference: &Executor,
+    reference: Option<&Executor>,
     batches: &[Vec<(String, Value)>],
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Vec<LayerStat>> {
@@ -76,7 +76,7 @@ pub fn layerwise_error(
     let total = layers.len() * batches.len();
     let mut done = 0;
     for (b, batch) in batches.iter().enumerate() {
-        let reference = float_outputs(reference.run(batch.clone(), &mut [])?);
+        let reference = float_outputs(reference.unwrap_or(exec).run(batch.clone(), &mut [])?);
         for (name, fp) in &reference {
             if !Moments::of(fp, fp).is_finite() {
                 return Err(ApiError::Analysis {

@@ -142,7 +142,7 @@ pub fn analyse(
     model: &str,
     graph: &Graph,
     exec: &Executor,
-    reference: &Executor,
+    reference: Option<&Executor>,
     batches: &[Vec<(String, Value)>],
     setting: &AnalyseSetting,
     mut progress: impl FnMut(&str, usize, usize),

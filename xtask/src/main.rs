@@ -4,6 +4,7 @@
 mod backend_tests;
 mod bench;
 mod conformance;
+mod optimize_table;
 mod proto;
 mod pyenv;
 mod qdq_check;
@@ -95,6 +96,15 @@ enum Command {
         #[arg(long, default_value = "all")]
         ort_opt: String,
     },
+    /// What each optimisation pass and `--optimize` level buys: held-out SNR of the QDQ export
+    /// in ONNX Runtime, per testdata model and variant, as a Markdown table.
+    OptimizeTable {
+        /// Also ResNet-18 (generated into target/bench on first use).
+        #[arg(long)]
+        resnet18: bool,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -118,6 +128,7 @@ fn main() -> Result<()> {
             let opts = qdq_check::Options { models, resnet18, json, setting, ort_opt };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
+        Command::OptimizeTable { resnet18, json } => optimize_table::run(&optimize_table::Options { resnet18, json }),
         Command::Pyenv => {
             println!("{}", pyenv::python()?.display());
             Ok(())

@@ -71,11 +71,13 @@ pub fn read_npy(path: &Path) -> Result<TensorData> {
     from_npy(path, "array", npy)
 }
 
-/// Reads every array of an `.npz` archive, in archive order.
+/// Reads every array of an `.npz` archive, sorted by name.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, TensorData)>> {
     let mut archive =
         npyz::npz::NpzArchive::open(path).map_err(|e| ApiError::data(path, format!("not a .npz archive: {e}")))?;
-    let names: Vec<String> = archive.array_names().map(str::to_string).collect();
+    // The archive lists its members in no stable order: sort them, so reads are deterministic.
+    let mut names: Vec<String> = archive.array_names().map(str::to_string).collect();
+    names.sort();
     let mut arrays = Vec::with_capacity(names.len());
     for name in names {
         let npy = archive

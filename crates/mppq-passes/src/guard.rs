@@ -1,6 +1,7 @@
 //! The guard: accuracy passes may not silently hurt. Before an optimisation pass's change is kept,
 //! the pipeline measures the graph outputs' signal-to-noise ratio (simulated vs the float model,
-//! on the first calibration batches) and reverts the change when the ratio got worse. A pass
+//! on the first calibration batches) and reverts the change unless the ratio rose by at least
+//! `min_gain_db`. A pass
 //! says how it is checked with [`Pass::guard`](crate::Pass::guard):
 //!
 //! - [`Guard::None`]: not checked (structural and calibration passes);
@@ -29,11 +30,22 @@ pub struct GuardOptions {
     pub enabled: bool,
     /// Measure on at most this many calibration batches.
     pub batches: usize,
+    /// Keep a change only when it raises the output SNR by at least this much (dB). The guard
+    /// measures on the calibration batches, which the pass also learned from: smaller gains
+    /// there did not carry over to held-out data in `cargo xtask optimize-table`.
+    pub min_gain_db: f64,
 }
 
 impl Default for GuardOptions {
     fn default() -> Self {
-        Self { enabled: true, batches: 16 }
+        Self { enabled: true, batches: 16, min_gain_db: 0.2 }
+    }
+}
+
+impl GuardOptions {
+    /// Whether a change from `before` to `after` dB is kept.
+    pub fn keeps(&self, before: f64, after: f64) -> bool {
+        after >= before + self.min_gain_db
     }
 }
 
@@ -49,7 +61,7 @@ pub struct GuardOutcome {
 
 impl std::fmt::Display for GuardOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let verdict = if self.kept { "kept" } else { "worse: reverted" };
+        let verdict = if self.kept { "kept" } else { "no gain: undone" };
         write!(f, "output SNR {:.2} → {:.2} dB, {verdict}", self.before_db, self.after_db)
     }
 }

@@ -116,9 +116,9 @@ impl Pipeline {
 /// Guarded passes ([`Pass::guard`], see [`crate::guard`]) are checked unless `ctx.guard` is off:
 /// a run of [`Guard::Recalibrate`] passes is followed by the calibration passes up to the next
 /// [`Guard::Measure`] pass; these run once on the graph as it is (the baseline), then again after
-/// each transform, and a transform whose calibrated result has a lower output SNR than the best
-/// so far is undone. A [`Guard::Measure`] pass is undone when the SNR after it is lower than
-/// before. Undone passes say so in their report.
+/// each transform, and a transform whose calibrated result does not raise the output SNR over the
+/// best so far by `ctx.guard.min_gain_db` is undone. A [`Guard::Measure`] pass is undone on the
+/// same rule. Undone passes say so in their report.
 pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> Result<Vec<PassReport>> {
     let total = passes.len();
     let mut reports = Vec::with_capacity(total);
@@ -145,7 +145,7 @@ pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> 
                 let mut report = run_one(ctx, passes[i].as_mut(), i + 1, total)?;
                 if report.changed > 0 {
                     let after = guard.measure(ctx, passes[i].name())?;
-                    let kept = after >= before;
+                    let kept = ctx.guard.keeps(before, after);
                     if kept {
                         guard.current_db = Some(after);
                     } else {
@@ -232,7 +232,7 @@ fn run_transforms(
             let transformed = ctx.graph.clone();
             let candidate_reports = run_chain(ctx, chain, chain_first, total)?;
             let after = guard.measure(ctx, transform.name())?;
-            let kept = after >= before;
+            let kept = ctx.guard.keeps(before, after);
             report.guard = Some(GuardOutcome { before_db: before, after_db: after, kept });
             if kept {
                 accepted = transformed;

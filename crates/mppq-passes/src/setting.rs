@@ -45,12 +45,14 @@ pub struct GuardSetting {
     pub enabled: bool,
     /// Calibration batches the measurement runs on (at most).
     pub batches: usize,
+    /// The least output-SNR gain (dB, on the calibration batches) for which a change is kept.
+    pub min_gain_db: f64,
 }
 
 impl Default for GuardSetting {
     fn default() -> Self {
         let g = GuardOptions::default();
-        Self { enabled: g.enabled, batches: g.batches }
+        Self { enabled: g.enabled, batches: g.batches, min_gain_db: g.min_gain_db }
     }
 }
 
@@ -179,7 +181,7 @@ impl PipelineSetting {
 
     /// The guard's options for a [`crate::PassContext`].
     pub fn guard_options(&self) -> GuardOptions {
-        GuardOptions { enabled: self.guard.enabled, batches: self.guard.batches }
+        GuardOptions { enabled: self.guard.enabled, batches: self.guard.batches, min_gain_db: self.guard.min_gain_db }
     }
 
     /// Checks values serde cannot (ranges of numbers).
@@ -189,6 +191,12 @@ impl PipelineSetting {
                 "optimize = {}: use 0 (calibration only), 1 (the default) or 2 (+ equalization, SmoothQuant, range \
                  search, bias correction); level 3 (AdaRound, LSQ and other training passes) is not available yet",
                 self.optimize
+            )));
+        }
+        if !self.guard.min_gain_db.is_finite() {
+            return Err(PassError::Setting(format!(
+                "guard.min_gain_db = {}: use a finite number",
+                self.guard.min_gain_db
             )));
         }
         if self.guard.batches == 0 {

@@ -100,4 +100,12 @@ fn equalization_gains_3_db_on_a_depthwise_cnn_with_per_tensor_int8_weights() {
     let line = two.pass_reports.iter().find(|r| r.starts_with("equalization")).unwrap();
     assert!(line.contains("kept"), "{line}");
     assert!(b >= a + 3.0, "equalization: {a:.2} → {b:.2} dB");
+    // The search-based variant finds the same pairs (blocks cut from a fused, configured graph).
+    let mut ssd = per_tensor(1);
+    ssd.pipeline.ssd_equalization.enabled = Some(true);
+    let ssd = job("tiny_mobilenet", ssd);
+    let c = output_snr(&ssd);
+    let line = ssd.pass_reports.iter().find(|r| r.starts_with("ssd_equalization")).unwrap();
+    println!("with ssd_equalization {c:.2} dB: {line}");
+    assert!(line.contains("kept") && c >= a + 3.0, "ssd_equalization: {a:.2} → {c:.2} dB: {line}");
 }

@@ -3,8 +3,9 @@
 //! block from cached inputs (block reconstruction, per-layer error, bias correction).
 
 use crate::error::{IrError, Result};
+use crate::quant::{ConfigLocation, QuantizationState};
 use crate::{Graph, OpId, VarId, Variable};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 impl Graph {
     /// A new graph computing `outputs` from `inputs`: the operations between the two cuts (in
@@ -54,6 +55,8 @@ impl Graph {
             let id = copy(&mut block, *v)?;
             block.add_graph_input(id)?;
         }
+        // Operation ids of this graph → the block's, to carry configs' dominance links over.
+        let mut ids: HashMap<OpId, OpId> = HashMap::new();
         for id in self.topological_order()?.into_iter().filter(|id| ops.contains(id)) {
             let op = self.operation(id)?;
             let ins =
@@ -67,13 +70,38 @@ impl Graph {
             let mut fresh = op.clone();
             fresh.inputs.clear();
             fresh.outputs.clear();
-            block.add_operation(fresh, &ins, &outs)?;
+            let new_id = block.add_operation(fresh, &ins, &outs)?;
+            ids.insert(id, new_id);
         }
         for v in outputs {
             let id = copy(&mut block, *v)?;
             block.add_graph_output(id)?;
         }
+        relink_dominance(&mut block, &ids);
         Ok(block)
+    }
+}
+
+/// Points the block's dominated configs at the block's operations. A config whose dominator stayed
+/// outside the block quantizes its tensor itself there: an `Overlapped` one becomes `Initial`
+/// (to be calibrated in the block), an active one keeps the parameters it copied.
+fn relink_dominance(block: &mut Graph, ids: &HashMap<OpId, OpId>) {
+    let ops: Vec<OpId> = block.operations().map(|(id, _)| id).collect();
+    for op in ops {
+        let Ok(o) = block.operation_mut(op) else { continue };
+        let Some(config) = o.quant_config.as_mut() else { continue };
+        for c in config.input_configs.iter_mut().chain(config.output_configs.iter_mut()).flatten() {
+            let Some(loc) = c.dominated_by else { continue };
+            match ids.get(&loc.op) {
+                Some(new) => c.dominated_by = Some(ConfigLocation { op: *new, ..loc }),
+                None => {
+                    c.dominated_by = None;
+                    if c.state == QuantizationState::Overlapped {
+                        c.state = QuantizationState::Initial;
+                    }
+                }
+            }
+        }
     }
 }
 

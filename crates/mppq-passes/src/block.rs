@@ -153,3 +153,17 @@ impl BlockRunner {
         self.exec.run(feeds, hooks).in_pass("block")
     }
 }
+
+/// The cached block inputs as calibration data of the block graph (entry `i` = cached batch `i`),
+/// so passes can calibrate and compare the block on its own.
+impl mppq_quant::CalibrationData for BlockRunner {
+    fn batch_count(&self) -> usize {
+        self.cache.len()
+    }
+
+    fn batch(&self, index: usize, _: &mppq_exec::Device) -> std::result::Result<mppq_quant::Feeds, String> {
+        let entry =
+            self.cache.get(index).ok_or_else(|| format!("no cached entry {index} (there are {})", self.cache.len()))?;
+        Ok(self.input_names.iter().cloned().zip(entry.iter().cloned()).collect())
+    }
+}

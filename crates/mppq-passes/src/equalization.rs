@@ -422,3 +422,25 @@ fn remove_clip_bounds(graph: &mut Graph, work: &[Working]) -> Result<usize> {
     }
     Ok(clips.len())
 }
+
+/// Multiplies output channel c of `up` (weight and bias) by `factors[c]` and divides input
+/// channel c of `down` by it, in `graph`: the float function of an equalizable pair is unchanged.
+pub fn scale_pair(graph: &mut Graph, up: OpId, down: OpId, factors: &[f32]) -> Result<()> {
+    let params = op_params(graph, up)?;
+    if let Some(mut w) = params.weight {
+        w.scale_channels(factors)?;
+        write_param(graph, &w)?;
+    }
+    if let Some(mut b) = params.bias {
+        b.scale_channels(factors)?;
+        write_param(graph, &b)?;
+    }
+    if let Some(mut w) = op_params(graph, down)?.weight {
+        let Some(channels) = input_channels(graph, down, &w) else { return Ok(()) };
+        for (i, v) in w.values.iter_mut().enumerate() {
+            *v /= factors[channels.channel_of(i)];
+        }
+        write_param(graph, &w)?;
+    }
+    Ok(())
+}

@@ -68,6 +68,7 @@ mod runtime_tests;
 pub mod setting;
 mod slots;
 pub mod smooth_quant;
+pub mod ssd_equalization;
 pub mod statistics;
 #[cfg(test)]
 mod test_graphs;

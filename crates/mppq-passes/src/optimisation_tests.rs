@@ -289,3 +289,15 @@ fn the_guard_undoes_a_pass_that_lowers_the_output_snr() {
         assert!(inputs + outputs > 0);
     }
 }
+
+#[test]
+fn ssd_equalization_finds_the_pair_and_picks_a_scale_that_helps() {
+    let (plain, with) = settings(r#"{"ssd_equalization": {"enabled": true}}"#);
+    let input = ("x", &[1usize, 4, 8, 8][..]);
+    let (base, _) = quantized_snr(unbalanced_conv_pair(), input, &per_tensor_int8(), &plain);
+    let (searched, reports) = quantized_snr(unbalanced_conv_pair(), input, &per_tensor_int8(), &with);
+    let line = reports.iter().find(|r| r.pass == "ssd_equalization").unwrap().to_string();
+    println!("held-out SNR: {base:.2} dB → {searched:.2} dB ({line})");
+    assert!(line.contains("1 of 1 pairs rescaled"), "{line}");
+    assert!(searched >= base + 6.0, "ssd_equalization: {base:.2} dB → {searched:.2} dB");
+}

@@ -21,6 +21,7 @@ use crate::redundant_quant_simplify::RedundantQuantSimplify;
 use crate::runtime_calibration::RuntimeCalibration;
 use crate::setting::PipelineSetting;
 use crate::smooth_quant::SmoothQuant;
+use crate::ssd_equalization::SsdEqualization;
 use crate::statistics::{Statistics, collect_statistics};
 use mppq_quant::quantizer::Quantizer;
 use std::sync::Arc;
@@ -74,6 +75,9 @@ impl Pipeline {
         }
         if setting.runs("equalization", setting.equalization.enabled) {
             passes.push(Box::new(Equalization { setting: setting.equalization.clone() }));
+        }
+        if setting.runs("ssd_equalization", setting.ssd_equalization.enabled) {
+            passes.push(Box::new(SsdEqualization { setting: setting.ssd_equalization.clone() }));
         }
         if setting.runs("smooth_quant", setting.smooth_quant.enabled) {
             passes.push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone() }));

@@ -9,6 +9,7 @@ use crate::isotone_calibration::IsotoneSetting;
 use crate::quant_alignment::{ConcatMode, QuantAlignment};
 use crate::range_search::RangeSearchSetting;
 use crate::smooth_quant::SmoothQuantSetting;
+use crate::ssd_equalization::SsdEqualizationSetting;
 use mppq_ir::quant::ObserverKind;
 use mppq_quant::ObserverOptions;
 use mppq_quant::calibrate::CalibrationSetting;
@@ -32,6 +33,7 @@ pub struct PipelineSetting {
     pub guard: GuardSetting,
     pub isotone_calibration: IsotoneSetting,
     pub equalization: EqualizationSetting,
+    pub ssd_equalization: SsdEqualizationSetting,
     pub smooth_quant: SmoothQuantSetting,
     pub range_search: RangeSearchSetting,
     pub bias_correction: BiasCorrectionSetting,
@@ -56,10 +58,14 @@ impl Default for GuardSetting {
     }
 }
 
+/// A pass that runs only when its section says `enabled = true`.
+pub const BY_NAME_ONLY: u8 = u8::MAX;
+
 /// The optimisation level each pass joins at (`optimize`), for listings and docs.
 pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("isotone_calibration", 1),
     ("equalization", 2),
+    ("ssd_equalization", BY_NAME_ONLY),
     ("smooth_quant", 2),
     ("range_search", 2),
     ("bias_correction", 2),
@@ -80,6 +86,7 @@ impl Default for PipelineSetting {
             guard: GuardSetting::default(),
             isotone_calibration: IsotoneSetting::default(),
             equalization: EqualizationSetting::default(),
+            ssd_equalization: SsdEqualizationSetting::default(),
             smooth_quant: SmoothQuantSetting::default(),
             range_search: RangeSearchSetting::default(),
             bias_correction: BiasCorrectionSetting::default(),
@@ -175,7 +182,7 @@ impl Default for AlignmentSetting {
 impl PipelineSetting {
     /// Whether the pass `name` runs: its own `enabled`, else whether `optimize` reaches its level.
     pub fn runs(&self, name: &str, enabled: Option<bool>) -> bool {
-        let level = PASS_LEVELS.iter().find(|(n, _)| *n == name).map_or(u8::MAX, |(_, l)| *l);
+        let level = PASS_LEVELS.iter().find(|(n, _)| *n == name).map_or(BY_NAME_ONLY, |(_, l)| *l);
         enabled.unwrap_or(self.optimize >= level)
     }
 

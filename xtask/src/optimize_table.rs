@@ -35,6 +35,7 @@ const VARIANTS: &[Variant] = &[
     Variant { name: "level 1 (default)", apply: |s| s.pipeline.optimize = 1 },
     Variant { name: "level 1 + equalization", apply: |s| s.pipeline.equalization.enabled = Some(true) },
     Variant { name: "level 1 + ssd_equalization", apply: |s| s.pipeline.ssd_equalization.enabled = Some(true) },
+    Variant { name: "level 1 + channel_split", apply: |s| s.pipeline.channel_split.enabled = Some(true) },
     Variant { name: "level 1 + smooth_quant", apply: |s| s.pipeline.smooth_quant.enabled = Some(true) },
     Variant { name: "level 1 + range_search", apply: |s| s.pipeline.range_search.enabled = Some(true) },
     Variant { name: "level 1 + bias_correction", apply: |s| s.pipeline.bias_correction.enabled = Some(true) },

@@ -40,6 +40,7 @@
 
 pub mod bias_correction;
 pub mod block;
+pub mod channel_split;
 pub mod compare;
 pub mod dispatch;
 pub mod equalization;

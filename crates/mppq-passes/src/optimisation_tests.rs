@@ -301,3 +301,39 @@ fn ssd_equalization_finds_the_pair_and_picks_a_scale_that_helps() {
     assert!(line.contains("1 of 1 pairs rescaled"), "{line}");
     assert!(searched >= base + 6.0, "ssd_equalization: {base:.2} dB → {searched:.2} dB");
 }
+
+/// x[1,4,8,8] → Conv(4→8) → Relu → Conv(8→8): input channel 3 of the second Conv holds weights
+/// 30× the others, and the first Conv's channel 3 is 30× smaller, so every channel matters to the
+/// output the same while the second weight's per-tensor range is set by the outliers.
+fn outlier_conv_pair() -> Graph {
+    let (mut g, x) = graph_with_input("x");
+    let boost = |c: usize| if c == 3 { 30.0 } else { 1.0 };
+    let w1: Vec<f32> = values(8 * 4 * 9, 11, 0.3).iter().enumerate().map(|(i, v)| v / boost(i / 36)).collect();
+    let b1: Vec<f32> = values(8, 12, 0.2).iter().enumerate().map(|(c, v)| v / boost(c)).collect();
+    let h = conv_with(&mut g, "conv1", x, (vec![8, 4, 3, 3], w1), b1, 1);
+    let r = unary(&mut g, "Relu", "relu", h);
+    let w2: Vec<f32> = values(8 * 8 * 9, 13, 0.3).iter().enumerate().map(|(i, v)| v * boost((i / 9) % 8)).collect();
+    let y = conv_with(&mut g, "conv2", r, (vec![8, 8, 3, 3], w2), values(8, 14, 0.2), 1);
+    g.add_graph_output(y).unwrap();
+    g
+}
+
+#[test]
+fn channel_split_keeps_the_float_output_and_helps_outlier_weights() {
+    let mut h = Harness::new(outlier_conv_pair());
+    h.calibration("x", &[1, 4, 8, 8], 8);
+    let feeds = held_out(&h, "x", &[1, 4, 8, 8], 4);
+    let before = h.fp32_over(&feeds);
+    let report = h.run_alone(Box::new(crate::channel_split::ChannelSplit::default()));
+    assert!(report.to_string().contains("3 channels split in 1 of 1"), "{report}");
+    assert_eq!(op_params(&h.graph, h.op("conv1")).unwrap().weight.unwrap().shape, [11, 4, 3, 3]);
+    assert_eq!(op_params(&h.graph, h.op("conv2")).unwrap().weight.unwrap().shape, [8, 11, 3, 3]);
+    assert!(max_relative_difference(&before, &h.fp32_over(&feeds)) <= 1e-4);
+
+    let (plain, with) = settings(r#"{"channel_split": {"enabled": true}}"#);
+    let input = ("x", &[1usize, 4, 8, 8][..]);
+    let (base, _) = quantized_snr(outlier_conv_pair(), input, &per_tensor_int8(), &plain);
+    let (split, _) = quantized_snr(outlier_conv_pair(), input, &per_tensor_int8(), &with);
+    println!("held-out SNR: {base:.2} dB → {split:.2} dB");
+    assert!(split >= base + 2.0, "channel_split: {base:.2} dB → {split:.2} dB");
+}

@@ -2,6 +2,7 @@
 //! runner that reports progress per pass and stops at the first error.
 
 use crate::bias_correction::BiasCorrection;
+use crate::channel_split::ChannelSplit;
 use crate::dispatch::Dispatch;
 use crate::equalization::Equalization;
 use crate::error::Result;
@@ -78,6 +79,9 @@ impl Pipeline {
         }
         if setting.runs("ssd_equalization", setting.ssd_equalization.enabled) {
             passes.push(Box::new(SsdEqualization { setting: setting.ssd_equalization.clone() }));
+        }
+        if setting.runs("channel_split", setting.channel_split.enabled) {
+            passes.push(Box::new(ChannelSplit { setting: setting.channel_split.clone() }));
         }
         if setting.runs("smooth_quant", setting.smooth_quant.enabled) {
             passes.push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone() }));

@@ -2,6 +2,7 @@
 //! errors that name the key and the valid ones; missing keys take their defaults.
 
 use crate::bias_correction::BiasCorrectionSetting;
+use crate::channel_split::ChannelSplitSetting;
 use crate::equalization::EqualizationSetting;
 use crate::error::{PassError, Result};
 use crate::guard::GuardOptions;
@@ -34,6 +35,7 @@ pub struct PipelineSetting {
     pub isotone_calibration: IsotoneSetting,
     pub equalization: EqualizationSetting,
     pub ssd_equalization: SsdEqualizationSetting,
+    pub channel_split: ChannelSplitSetting,
     pub smooth_quant: SmoothQuantSetting,
     pub range_search: RangeSearchSetting,
     pub bias_correction: BiasCorrectionSetting,
@@ -66,6 +68,7 @@ pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("isotone_calibration", 1),
     ("equalization", 2),
     ("ssd_equalization", BY_NAME_ONLY),
+    ("channel_split", BY_NAME_ONLY),
     ("smooth_quant", 2),
     ("range_search", 2),
     ("bias_correction", 2),
@@ -87,6 +90,7 @@ impl Default for PipelineSetting {
             isotone_calibration: IsotoneSetting::default(),
             equalization: EqualizationSetting::default(),
             ssd_equalization: SsdEqualizationSetting::default(),
+            channel_split: ChannelSplitSetting::default(),
             smooth_quant: SmoothQuantSetting::default(),
             range_search: RangeSearchSetting::default(),
             bias_correction: BiasCorrectionSetting::default(),
@@ -212,6 +216,10 @@ impl PipelineSetting {
         let sq = &self.smooth_quant;
         if !(0.0..=1.0).contains(&sq.alpha) {
             return Err(PassError::Setting(format!("smooth_quant.alpha = {}: use a value in [0, 1]", sq.alpha)));
+        }
+        let split = self.channel_split.ratio;
+        if !(split > 0.0 && split <= 1.0) {
+            return Err(PassError::Setting(format!("channel_split.ratio = {split}: use a value in (0, 1]")));
         }
         let eq = &self.equalization;
         if eq.max_scale.is_nan() || eq.max_scale < 1.0 {

@@ -570,7 +570,22 @@ def main() -> int:
     ap.add_argument("--resnet18", metavar="OUT.onnx", help="write only the ResNet-18 model to this path")
     ap.add_argument("--resnet18-calib", metavar="DIR", help="with --resnet18: also write calibration batches here")
     ap.add_argument("--no-verify", action="store_true", help="skip the onnxruntime check")
+    ap.add_argument("--eval", metavar="DIR", help="write only held-out evaluation batches: DIR/<model>/batch_*.npz "
+                    "(for every testdata model and ResNet-18), from the calibration generators with seeds the "
+                    "calibration batches never use")
+    ap.add_argument("--eval-batches", type=int, default=16, help="with --eval: batches per model (default 16)")
     args = ap.parse_args()
+
+    if args.eval:
+        generators = {name: calib_fn for name, (_, calib_fn) in MODELS.items()}
+        generators["resnet18"] = calib_resnet18
+        for name, calib_fn in generators.items():
+            d = os.path.join(args.eval, name)
+            os.makedirs(d, exist_ok=True)
+            for i in range(args.eval_batches):
+                save_npz(os.path.join(d, f"batch_{i:03d}.npz"), calib_fn(1000 + i))
+        print(f"wrote {args.eval_batches} evaluation batches per model under {args.eval}")
+        return 0
 
     if args.resnet18:
         print(f"building ResNet-18 -> {args.resnet18}")

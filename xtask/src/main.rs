@@ -97,7 +97,8 @@ enum Command {
         ort_opt: String,
     },
     /// What each optimisation pass and `--optimize` level buys: held-out SNR of the QDQ export
-    /// in ONNX Runtime, per testdata model and variant, as a Markdown table.
+    /// in ONNX Runtime, per testdata model and variant, as a Markdown table (non-zero exit when
+    /// level 2 trails level 1 on a model).
     OptimizeTable {
         /// Also ResNet-18 (generated into target/bench on first use).
         #[arg(long)]
@@ -128,7 +129,13 @@ fn main() -> Result<()> {
             let opts = qdq_check::Options { models, resnet18, json, setting, ort_opt };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
-        Command::OptimizeTable { resnet18, json } => optimize_table::run(&optimize_table::Options { resnet18, json }),
+        Command::OptimizeTable { resnet18, json } => {
+            if optimize_table::run(&optimize_table::Options { resnet18, json })? {
+                Ok(())
+            } else {
+                std::process::exit(1)
+            }
+        }
         Command::Pyenv => {
             println!("{}", pyenv::python()?.display());
             Ok(())

@@ -239,11 +239,11 @@ pub fn run(opts: &Options) -> Result<bool> {
     let mut held = true;
     for (name, ..) in &models {
         let snr = |v: &str| rows.iter().find(|r| &r.model == name && r.variant.starts_with(v)).map(|r| r.snr_ort_db);
-        if let (Some(one), Some(two)) = (snr("level 1 ("), snr("level 2")) {
-            if two < one - MAX_LEVEL_2_LOSS_DB {
-                println!("{name}: level 2 ({two:.2} dB) trails level 1 ({one:.2} dB) on held-out data");
-                held = false;
-            }
+        if let (Some(one), Some(two)) = (snr("level 1 ("), snr("level 2"))
+            && two < one - MAX_LEVEL_2_LOSS_DB
+        {
+            println!("{name}: level 2 ({two:.2} dB) trails level 1 ({one:.2} dB) on held-out data");
+            held = false;
         }
     }
     Ok(held)

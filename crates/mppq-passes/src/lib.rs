@@ -10,8 +10,13 @@
 //! and quantizer initialisation included:
 //!
 //! [`fold_constants`] → [`fold_batchnorm`] → [`dispatch`] → [`init_quantization`] → [`quant_fusion`] →
-//! [`redundant_quant_simplify`] → [`parameter_quantize`] → [`runtime_calibration`] →
-//! [`quant_alignment`] → [`passive_parameter_quantize`] → [`parameter_baking`].
+//! [`redundant_quant_simplify`] → optimisation transforms by level ([`isotone_calibration`],
+//! [`equalization`], [`ssd_equalization`], [`channel_split`], [`smooth_quant`], [`range_search`]) →
+//! [`parameter_quantize`] → [`runtime_calibration`] → [`quant_alignment`] →
+//! [`passive_parameter_quantize`] → [`bias_correction`] → [`parameter_baking`].
+//!
+//! Optimisation passes are guarded ([`guard`]): the pipeline measures the graph outputs' SNR
+//! against the float model ([`compare`]) and undoes a pass that does not raise it.
 //!
 //! Their knobs live in one serde struct, [`PipelineSetting`]. Configs that share parameters are
 //! linked with `dominated_by` (see `mppq_ir::quant::sync_dominated`): an `Overlapped` config is

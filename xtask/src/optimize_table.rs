@@ -160,12 +160,7 @@ pub fn run(opts: &Options) -> Result<bool> {
     let root = workspace_root();
     let eval = ensure_eval_batches()?;
     let mut models: Vec<(String, PathBuf, PathBuf, QuantizeSetting)> = Vec::new();
-    let mut names: Vec<String> = std::fs::read_dir(root.join("testdata"))?
-        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
-        .filter(|n| root.join(format!("testdata/{n}.onnx")).exists())
-        .collect();
-    names.sort();
-    names.dedup();
+    let names = crate::qdq_check::testdata_models()?;
     // As qdq-check: ORT computes 8-bit weights exactly only with VNNI.
     let mut default = QuantizeSetting::default();
     if !mppq_exec::cpu::has_vnni() {

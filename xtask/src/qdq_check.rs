@@ -256,21 +256,23 @@ pub fn check_model(
     })
 }
 
+/// The names of the testdata models (`testdata/<name>.onnx`), sorted.
+pub fn testdata_models() -> Result<Vec<String>> {
+    let root = workspace_root();
+    let mut names: Vec<String> = std::fs::read_dir(root.join("testdata"))?
+        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
+        .filter(|n| root.join(format!("testdata/{n}.onnx")).exists())
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
 /// Runs the check; returns whether every model met the targets.
 pub fn run(opts: &Options) -> Result<bool> {
     let python = crate::pyenv::python()?;
     let root = workspace_root();
-    let names = if opts.models.is_empty() {
-        let mut m: Vec<String> = std::fs::read_dir(root.join("testdata"))?
-            .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
-            .filter(|n| root.join(format!("testdata/{n}.onnx")).exists())
-            .collect();
-        m.sort();
-        m.dedup();
-        m
-    } else {
-        opts.models.clone()
-    };
+    let names = if opts.models.is_empty() { testdata_models()? } else { opts.models.clone() };
     let mut models: Vec<(String, PathBuf, PathBuf)> = names
         .into_iter()
         .map(|n| {

@@ -95,10 +95,7 @@ impl BlockRunner {
         while next < plan.len() {
             let batch = plan[next];
             next += 1;
-            let feeds = ctx.data.batch(batch, ctx.device).map_err(|message| PassError::Invalid {
-                pass,
-                message: format!("calibration batch {batch}: {message}"),
-            })?;
+            let feeds = ctx.batch(batch, pass)?;
             let fed: std::collections::HashMap<String, Value> = feeds.iter().cloned().collect();
             hook.captured = vec![None; in_ids.len()];
             match mode {

@@ -129,10 +129,7 @@ pub fn compare_to_reference(
     let batches = batches.min(ctx.data.batch_count());
     ctx.progress.begin(&format!("{pass}: comparing with float"), batches as u64);
     for b in 0..batches {
-        let feeds = ctx
-            .data
-            .batch(b, ctx.device)
-            .map_err(|message| PassError::Invalid { pass, message: format!("calibration batch {b}: {message}") })?;
+        let feeds = ctx.batch(b, pass)?;
         reference_capture.0.values.iter_mut().for_each(|v| *v = None);
         capture.0.values.iter_mut().for_each(|v| *v = None);
         reference_exec.run(feeds.clone(), &mut [&mut reference_capture]).in_pass(pass)?;

@@ -77,6 +77,15 @@ impl<'a> PassContext<'a> {
         }
     }
 
+    /// Calibration batch `index` on the context's device; an unreadable batch is an error of
+    /// `pass` naming the batch.
+    pub fn batch(&self, index: usize, pass: &'static str) -> Result<mppq_quant::Feeds> {
+        self.data.batch(index, self.device).map_err(|message| crate::PassError::Invalid {
+            pass,
+            message: format!("calibration batch {index}: {message}"),
+        })
+    }
+
     /// An executor for the graph as it is now. Build a new one after any structural edit or
     /// parameter change: an executor holds its own copy of the plan and the initializers.
     pub fn executor(&self, pass: &'static str) -> Result<Executor> {

@@ -13,7 +13,7 @@
 //! a sample of calibration rows (fake-quantized as their configs say, per-tensor min/max for the
 //! activation), instead of one α for all.
 
-use crate::error::{InPass, PassError, Result};
+use crate::error::{InPass, Result};
 use crate::guard::Guard;
 use crate::params::{InputChannels, ParamView, input_channels, op_params, write_param};
 use crate::pass::{Pass, PassContext, PassReport};
@@ -342,10 +342,7 @@ fn sample_rows(ctx: &mut PassContext<'_>, x: VarId, k: usize) -> Result<Vec<f32>
     }
     let mut hook = mppq_exec::hooks::Tap(Rows { at: (reader, slot), k, rows: Vec::new() });
     for b in 0..ctx.data.batch_count().min(4) {
-        let feeds = ctx.data.batch(b, ctx.device).map_err(|message| PassError::Invalid {
-            pass: "smooth_quant",
-            message: format!("calibration batch {b}: {message}"),
-        })?;
+        let feeds = ctx.batch(b, "smooth_quant")?;
         exec.run(feeds, &mut [&mut hook]).in_pass("smooth_quant")?;
     }
     Ok(hook.0.rows)

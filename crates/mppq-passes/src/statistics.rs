@@ -257,10 +257,7 @@ pub fn collect_statistics(
         }
         ctx.progress.begin(&format!("{pass}: statistics ({mode:?} graph)"), batches as u64);
         for i in 0..batches {
-            let feeds = ctx
-                .data
-                .batch(i, ctx.device)
-                .map_err(|message| PassError::Invalid { pass, message: format!("calibration batch {i}: {message}") })?;
+            let feeds = ctx.batch(i, pass)?;
             match mode {
                 GraphMode::Float => exec.run(feeds, &mut [&mut hook]),
                 GraphMode::Simulated => {

@@ -13,7 +13,6 @@
 use crate::compare::{CompareTarget, compare_to_reference, snr_db};
 use crate::error::Result;
 use crate::pass::PassContext;
-use mppq_ir::Graph;
 
 /// How the pipeline checks a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,33 +65,35 @@ impl std::fmt::Display for GuardOutcome {
     }
 }
 
-/// The float reference the guard measures against (taken once, before the first guarded pass
-/// changes anything) and the best SNR so far.
+/// The best output SNR so far. The reference is `PassContext::float_reference` (the float graph
+/// before the first optimisation pass), shared with the analysis rather than copied again.
 #[derive(Default)]
 pub(crate) struct GuardState {
-    reference: Option<Graph>,
     pub(crate) current_db: Option<f64>,
 }
 
 impl GuardState {
-    /// Takes the reference from the graph as it is now, if not taken yet.
-    pub(crate) fn take_reference(&mut self, graph: &Graph) {
-        if self.reference.is_none() {
-            self.reference = Some(graph.clone());
-        }
-    }
-
-    /// The output SNR of `ctx.graph` (simulated) against the reference (float), over the graph's
-    /// float outputs: −10·log10 of the mean noise-to-signal ratio of the outputs.
+    /// The output SNR of `ctx.graph` (simulated) against `ctx.float_reference` (float; the graph
+    /// itself when none was taken), over the graph's float outputs: −10·log10 of the mean
+    /// noise-to-signal ratio of the outputs.
     pub(crate) fn measure(&mut self, ctx: &mut PassContext<'_>, pass: &'static str) -> Result<f64> {
-        self.take_reference(ctx.graph);
-        let Some(reference) = self.reference.as_ref() else { return Ok(f64::INFINITY) };
+        // Out of the context while the comparison borrows it; put back below.
+        let taken = ctx.float_reference.take();
+        let own;
+        let reference = match &taken {
+            Some(r) => r,
+            None => {
+                own = ctx.graph.clone();
+                &own
+            }
+        };
         let targets: Vec<CompareTarget> =
             reference.outputs().iter().map(|v| CompareTarget::seen(reference.var_name(*v))).collect();
         let batches = ctx.guard.batches;
-        let stats = compare_to_reference(ctx, pass, reference, &targets, batches)?;
+        let stats = compare_to_reference(ctx, pass, reference, &targets, batches);
+        ctx.float_reference = taken;
         let measured: Vec<f64> =
-            stats.iter().filter(|s| !s.mean_square_error.is_empty()).map(|s| s.noise_to_signal()).collect();
+            stats?.iter().filter(|s| !s.mean_square_error.is_empty()).map(|s| s.noise_to_signal()).collect();
         let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
         Ok(snr_db(mean))
     }

@@ -212,7 +212,6 @@ fn run_transforms(
     guard: &mut GuardState,
 ) -> Result<Vec<PassReport>> {
     let chain_first = first + transforms.len();
-    guard.take_reference(ctx.graph);
     // `accepted`: the uncalibrated graph with the transforms kept so far; `ctx.graph`: the same,
     // calibrated.
     let mut accepted = ctx.graph.clone();

@@ -26,20 +26,51 @@ pub struct Watch {
 
 /// The tensors graph-wise analysis watches, in execution order: outputs of quantized computing
 /// ops (of every quantized op with `all_quantized_ops`) and every graph output with a producer.
+/// A computing op fused with its activation (`quant_fusion`) is watched at the activation's
+/// output: the simulation computes the pair as one kernel, like the integer runtimes.
 pub fn watched_tensors(graph: &Graph, all_quantized_ops: bool) -> Result<Vec<Watch>> {
-    let mut watches = Vec::new();
+    let mut watches: Vec<Watch> = Vec::new();
     for id in graph.topological_order()? {
         let op = graph.operation(id)?;
         let quantized = is_quantized(op) && (all_quantized_ops || mppq_dispatch::analysis::is_computing(op));
+        let fused_into_activation = fused_activation(graph, id).is_some();
         for (slot, var) in op.outputs().iter().enumerate() {
             let Some(var) = var else { continue };
             let graph_output = graph.is_graph_output(*var);
-            if quantized || graph_output {
+            // A computing op fused with its activation is simulated as one kernel whose result
+            // is the activation's: watch that, not the op's own (pre-activation) output.
+            let watched_here = if fused_into_activation { graph_output } else { quantized || graph_output };
+            if watched_here {
                 watches.push(Watch { op: id, slot, tensor: graph.var_name(*var).to_string(), graph_output });
+            }
+            if fused_into_activation
+                && quantized
+                && let Some((act, out)) = fused_activation(graph, id)
+            {
+                let tensor = graph.var_name(out).to_string();
+                if !watches.iter().any(|w| w.tensor == tensor) {
+                    watches.push(Watch { op: act, slot: 0, tensor, graph_output: graph.is_graph_output(out) });
+                }
             }
         }
     }
+    // An activation watched for its producer is not watched again for itself.
+    let mut seen = std::collections::HashSet::new();
+    watches.retain(|w| seen.insert(w.tensor.clone()));
     Ok(watches)
+}
+
+/// The linear activation `op` is fused with (its output's only reader, whose input config the
+/// fusion made `Overlapped`), and that activation's output.
+fn fused_activation(graph: &Graph, op: OpId) -> Option<(OpId, mppq_ir::VarId)> {
+    let out = graph.operation(op).ok()?.outputs().first().copied().flatten()?;
+    let [reader] = graph.consumers(out) else { return None };
+    let act = graph.operation(*reader).ok()?;
+    let overlapped = act.quant_config.as_ref()?.input_configs.first()?.as_ref()?.state
+        == mppq_ir::quant::QuantizationState::Overlapped;
+    let is_activation = mppq_dispatch::analysis::is_linear_activation(act);
+    (is_activation && overlapped && !graph.is_graph_output(out))
+        .then_some((*reader, act.outputs().first().copied().flatten()?))
 }
 
 fn is_float(t: &Tensor) -> bool {

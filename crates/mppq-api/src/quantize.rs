@@ -121,6 +121,11 @@ impl ModelQuantizer {
             pipeline.range_search.enabled = pipeline.range_search.enabled.or(Some(false));
         }
         let mut passes = Pipeline::full(&pipeline, dispatch, self.quantizer.clone())?;
+        // What the exporters will refuse is refused once the configs exist, before calibration.
+        if let Some(at) = passes.iter().position(|p| p.name() == "init_quantization") {
+            let preflight = crate::export::ExportPreflight { exporters: self.exporters.clone() };
+            passes.insert(at + 1, Box::new(preflight));
+        }
         let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
         ctx.guard = self.setting.pipeline.guard_options();
         self.reports = run_pipeline(&mut ctx, &mut passes)?;

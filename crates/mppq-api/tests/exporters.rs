@@ -69,3 +69,35 @@ fn bad_export_settings_are_refused_before_calibration() {
     }
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "nothing written");
 }
+
+/// A model the QDQ export cannot raise to opset 13 (a Squeeze with an `axes` attribute, opset
+/// 12) is refused once its configs exist, before calibration starts.
+#[test]
+fn an_export_that_would_fail_is_refused_before_calibration() {
+    use mppq_api::ir::{Attribute, Graph, Model, Operation, TensorData, Variable};
+    let mut g = Graph::new("squeeze_at_12");
+    let x = g.add_variable(Variable::new("x")).unwrap();
+    g.add_graph_input(x).unwrap();
+    let w = g.add_initializer("w", TensorData::from_vec(vec![4, 3, 1, 1], &[0.5f32; 12]).unwrap()).unwrap();
+    let (c, y) = (g.add_variable(Variable::new("c")).unwrap(), g.add_variable(Variable::new("y")).unwrap());
+    g.add_operation(Operation::new("Conv", "conv"), &[Some(x), Some(w)], &[Some(c)]).unwrap();
+    let squeeze = Operation::new("Squeeze", "squeeze").with_attr("axes", Attribute::Ints(vec![0]));
+    g.add_operation(squeeze, &[Some(c)], &[Some(y)]).unwrap();
+    g.add_graph_output(y).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let model_path = dir.path().join("m.onnx");
+    mppq_onnx::save_model(&Model::new(g, 12), &model_path, &Default::default()).unwrap();
+    let calib = dir.path().join("calib");
+    std::fs::create_dir(&calib).unwrap();
+    let batch = TensorData::from_vec(vec![1, 3, 4, 4], &[0.25f32; 48]).unwrap();
+    mppq_api::npy::write_npy(&calib.join("b0.npy"), &batch).unwrap();
+
+    let mut progress = mppq_api::passes::RecordingProgress::default();
+    let out = dir.path().join("out");
+    let err = quantize_to_dir(&model_path, &calib, QuantizeSetting::default(), &out, &mut progress)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("export_preflight") && err.contains("`squeeze` (Squeeze)"), "{err}");
+    assert!(!progress.events.iter().any(|e| e.contains("calibration")), "{:?}", progress.events);
+}

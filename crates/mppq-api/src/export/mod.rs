@@ -55,9 +55,40 @@ pub trait Exporter: Send + Sync {
     }
     /// Checks `options` before any long work; an unknown key is an error naming it.
     fn check_options(&self, options: &ExportOptions) -> Result<()>;
+    /// Checks, before calibration, what the export will need of the model: `graph` has its
+    /// dispatch and initial (uncalibrated) configs, `opset` is the model's default-domain opset.
+    /// A model the export will refuse is refused here, before minutes of calibration. Nothing
+    /// to check by default.
+    fn preflight(&self, _graph: &mppq_ir::Graph, _opset: i64, _options: &ExportOptions) -> Result<()> {
+        Ok(())
+    }
     /// Writes the artifacts of `model` (calibrated configs on its operations) into `dir`, which
     /// exists, and returns them.
     fn export(&self, model: &Model, options: &ExportOptions, dir: &Path) -> Result<Vec<Artifact>>;
+}
+
+/// A pass that runs every exporter's [`Exporter::preflight`] right after the configs are set,
+/// before calibration.
+pub(crate) struct ExportPreflight {
+    pub exporters: Vec<(std::sync::Arc<dyn Exporter>, ExportOptions)>,
+}
+
+impl mppq_passes::Pass for ExportPreflight {
+    fn name(&self) -> &'static str {
+        "export_preflight"
+    }
+
+    fn run(&mut self, ctx: &mut mppq_passes::PassContext<'_>) -> mppq_passes::Result<mppq_passes::PassReport> {
+        let opset = (ctx.opsets)("");
+        for (exporter, options) in &self.exporters {
+            exporter.preflight(ctx.graph, opset, options).map_err(|e| mppq_passes::PassError::Invalid {
+                pass: "export_preflight",
+                message: format!("exporter `{}`: {e}", exporter.name()),
+            })?;
+        }
+        let names: Vec<&str> = self.exporters.iter().map(|(e, _)| e.name()).collect();
+        Ok(mppq_passes::PassReport::new("export_preflight", 0, format!("checked for {}", names.join(", "))))
+    }
 }
 
 /// Parses an exporter's options into its typed struct (missing keys take their defaults when

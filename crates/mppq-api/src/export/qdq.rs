@@ -5,7 +5,7 @@
 use super::{Artifact, ExportOptions, Exporter, parse_options};
 use crate::error::Result;
 use mppq_ir::Model;
-use mppq_onnx::export::qdq::{QdqOptions, export_qdq};
+use mppq_onnx::export::qdq::{QdqOptions, export_qdq, preflight_qdq};
 use std::path::Path;
 
 pub struct Qdq;
@@ -25,6 +25,10 @@ impl Exporter for Qdq {
     }
     fn check_options(&self, options: &ExportOptions) -> Result<()> {
         parse_options::<QdqOptions>(self.name(), options).map(|_| ())
+    }
+    fn preflight(&self, graph: &mppq_ir::Graph, opset: i64, options: &ExportOptions) -> Result<()> {
+        let options: QdqOptions = parse_options(self.name(), options)?;
+        Ok(preflight_qdq(graph, opset, &options)?)
     }
     fn export(&self, model: &Model, options: &ExportOptions, dir: &Path) -> Result<Vec<Artifact>> {
         let options: QdqOptions = parse_options(self.name(), options)?;

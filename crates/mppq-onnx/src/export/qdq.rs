@@ -353,12 +353,9 @@ fn changes_meaning(op: &Operation, from: i64, to: i64) -> Option<i64> {
     }
 }
 
-fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
-    let from = model.opset("").unwrap_or(1);
-    if to <= from {
-        return Ok(());
-    }
-    for (_, op) in model.graph.operations() {
+/// Refuses raising `graph` from opset `from` to `to` when an operation's meaning changed on the way.
+fn check_raise(graph: &Graph, from: i64, to: i64, why: &str) -> Result<()> {
+    for (_, op) in graph.operations() {
         if !op.domain.is_empty() && op.domain != "ai.onnx" {
             continue;
         }
@@ -373,12 +370,49 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
             });
         }
     }
+    Ok(())
+}
+
+fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
+    let from = model.opset("").unwrap_or(1);
+    if to <= from {
+        return Ok(());
+    }
+    check_raise(&model.graph, from, to, why)?;
     let ids: Vec<OpId> = model.graph.operations().filter(|(_, o)| o.domain.is_empty()).map(|(id, _)| id).collect();
     for id in ids {
         model.graph.operation_mut(id)?.opset = to;
     }
     model.opset_imports.insert(String::new(), to);
     Ok(())
+}
+
+/// What can be checked before calibration: the opset the export will need (from `min_opset` and
+/// the formats of the configs already on the operations) can be reached from the model's opset
+/// (`from`) without an operation changing meaning. Calibration of a large model takes minutes;
+/// this refusal then comes first.
+pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<()> {
+    let mut to = options.min_opset.max(from);
+    let mut why = "per-channel Q/DQ".to_string();
+    for (_, op) in graph.operations() {
+        let Some(qc) = op.quant_config.as_ref() else { continue };
+        for (slot, c) in qc.input_configs.iter().chain(&qc.output_configs).enumerate() {
+            let Some(c) = c.as_ref().filter(|c| c.state.is_active()) else { continue };
+            let is_param = op
+                .inputs()
+                .get(slot)
+                .copied()
+                .flatten()
+                .is_some_and(|v| graph.variable(v).is_ok_and(|v| v.value.is_some()));
+            if let Ok(f) = format_of(c, is_param)
+                && f.opset > to
+            {
+                to = f.opset;
+                why = format!("{:?} Q/DQ", f.dtype);
+            }
+        }
+    }
+    if to <= from { Ok(()) } else { check_raise(graph, from, to, &why) }
 }
 
 /// Exports `model` (operations carrying calibrated configs) as a float ONNX model with

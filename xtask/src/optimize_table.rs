@@ -78,28 +78,9 @@ pub struct Row {
     pub guarded: String,
 }
 
-fn batch_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "npz" || e == "npy"))
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
 /// Runs `model` in ONNX Runtime on `files`; returns every float output, concatenated per batch.
 fn ort_outputs(python: &Path, model: &Path, files: &[PathBuf], dir: &Path) -> Result<Vec<f32>> {
-    let status = Command::new(python)
-        .arg(crate::pyenv::script("ort_qdq.py"))
-        .arg(model)
-        .arg(dir)
-        .args(files)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .context("running ort_qdq.py")?;
-    if !status.success() {
-        bail!("ONNX Runtime failed on {}", model.display());
-    }
+    crate::qdq_check::run_ort(python, model, dir, files, "all")?;
     let mut all = Vec::new();
     for i in 0..files.len() {
         for (_, t) in mppq_api::npy::read_npz(&dir.join(format!("ort_{i:03}.npz")))? {
@@ -192,10 +173,7 @@ pub fn run(opts: &Options) -> Result<bool> {
     let mut rows = Vec::new();
     for (name, model, calib, base) in &models {
         let model_name = model.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        let held_out = &batch_files(&eval.join(model_name))?;
-        if held_out.is_empty() {
-            bail!("{name}: no evaluation batches under {}", eval.display());
-        }
+        let held_out = &crate::qdq_check::batch_files(&eval.join(model_name))?;
         let dir = tempfile::tempdir()?;
         let reference = ort_outputs(&python, model, held_out, dir.path())?;
         let mut level_one = f64::NAN;

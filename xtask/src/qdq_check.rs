@@ -46,7 +46,8 @@ pub struct ModelResult {
     pub pass: bool,
 }
 
-fn batches(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The `batch_*.npz` files of `dir`, sorted (an error when there are none).
+pub fn batch_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -55,11 +56,35 @@ fn batches(dir: &Path) -> Result<Vec<PathBuf>> {
         })
         .collect();
     files.sort();
-    files.truncate(8);
     if files.is_empty() {
-        bail!("no calibration batches in {}", dir.display());
+        bail!("no batches in {}", dir.display());
     }
     Ok(files)
+}
+
+/// The calibration batches the check uses: the first 8.
+fn batches(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = batch_files(dir)?;
+    files.truncate(8);
+    Ok(files)
+}
+
+/// Runs `model` in ONNX Runtime (graph optimisations `opt`) on `files`, writing the outputs of
+/// batch i to `out_dir/ort_<i>.npz` (`python/ort_qdq.py`).
+pub fn run_ort(python: &Path, model: &Path, out_dir: &Path, files: &[PathBuf], opt: &str) -> Result<()> {
+    let status = Command::new(python)
+        .arg(crate::pyenv::script("ort_qdq.py"))
+        .arg(model)
+        .arg(out_dir)
+        .args(files)
+        .args(["--opt", opt])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running ort_qdq.py")?;
+    if !status.success() {
+        bail!("ONNX Runtime failed on {}", model.display());
+    }
+    Ok(())
 }
 
 fn feeds(path: &Path, device: &Device) -> Result<Vec<(String, Value)>> {
@@ -172,18 +197,8 @@ pub fn check_model(
         std::fs::copy(&path, Path::new(&keep).join(format!("{name}.qdq.onnx")))?;
     }
 
-    let status = Command::new(python)
-        .arg(crate::pyenv::script("ort_qdq.py"))
-        .arg(&path)
-        .arg(dir.path())
-        .args(&files)
-        .args(["--opt", &opts.ort_opt])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .context("running ort_qdq.py")?;
-    if !status.success() {
-        bail!("{name}: ONNX Runtime failed on the exported model {}", path.display());
-    }
+    run_ort(python, &path, dir.path(), &files, &opts.ort_opt)
+        .with_context(|| format!("{name}: ONNX Runtime on the exported model"))?;
 
     let g = &model.graph;
     let opsets = |d: &str| model.opset_imports.get(d).copied().unwrap_or(0);

@@ -77,13 +77,9 @@ impl std::fmt::Display for BudgetReport {
     }
 }
 
-/// The float outputs of one run, by graph output (non-float outputs left out).
+/// The float outputs of one run, in graph-output order (non-float outputs left out).
 fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<Vec<f32>> {
-    outputs
-        .into_iter()
-        .filter_map(|(_, v)| v.into_tensor().filter(|t| t.kind() == mppq_exec::tensor::Kind::Float))
-        .map(|t| t.to_f32_vec())
-        .collect()
+    mppq_passes::float_outputs(outputs).into_iter().map(|(_, v)| v).collect()
 }
 
 /// Graph-output SNR of the simulated `graph` against `reference` outputs: −10·log10 of the mean
@@ -105,9 +101,7 @@ fn output_snr(
             signal[k] += e.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
         }
     }
-    let ratios: Vec<f64> = noise.iter().zip(&signal).map(|(n, s)| n / s.max(1e-30)).collect();
-    let mean = ratios.iter().sum::<f64>() / ratios.len().max(1) as f64;
-    Ok(if mean <= 0.0 { f64::INFINITY } else { -10.0 * mean.log10() })
+    Ok(mppq_passes::mean_snr_db(noise.iter().zip(&signal).map(|(n, s)| n / s.max(1e-30))))
 }
 
 /// Every config of `op` set to `Fp32` (its tensors, weights and biases stay float).

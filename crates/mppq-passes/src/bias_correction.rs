@@ -11,8 +11,9 @@ use crate::error::Result;
 use crate::guard::Guard;
 use crate::params::{ParamView, op_params, write_param};
 use crate::pass::{Pass, PassContext, PassReport};
+use crate::quant_fusion::fused_activation;
 use mppq_ir::quant::QuantizationState;
-use mppq_ir::{Graph, OpClass, OpId, VarId, op_roles};
+use mppq_ir::{Graph, OpId};
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `bias_correction` (settings section `bias_correction`).
@@ -62,28 +63,11 @@ fn find_targets(graph: &Graph) -> Vec<(OpId, ParamView, String)> {
         let Ok(params) = op_params(graph, id) else { continue };
         let Some(bias) = params.bias.filter(|b| graph.consumers(b.var).len() == 1) else { continue };
         if weight_quantized {
-            out.push((id, bias, graph.var_name(fused_output(graph, output)).to_string()));
+            let measured = fused_activation(graph, id).map_or(output, |(_, out)| out);
+            out.push((id, bias, graph.var_name(measured).to_string()));
         }
     }
     out
-}
-
-/// `var`, or the output of the linear activation that is its only reader and shares its output
-/// config (`quant_fusion`).
-fn fused_output(graph: &Graph, var: VarId) -> VarId {
-    let readers = graph.consumers(var);
-    let Some(reader) = readers.first().filter(|_| readers.len() == 1 && !graph.outputs().contains(&var)) else {
-        return var;
-    };
-    let Ok(op) = graph.operation(*reader) else { return var };
-    let fused = op_roles(op).is(OpClass::LinearActivation)
-        && op.quant_config.as_ref().and_then(|c| c.input_configs.first()).is_some_and(|c| {
-            c.as_ref().is_none_or(|c| matches!(c.state, QuantizationState::Overlapped | QuantizationState::Fp32))
-        });
-    match op.outputs().first().copied().flatten() {
-        Some(out) if fused => out,
-        _ => var,
-    }
 }
 
 impl Pass for BiasCorrection {

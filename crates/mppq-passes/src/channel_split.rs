@@ -13,7 +13,7 @@
 use crate::equalization::{Pair, find_pairs};
 use crate::error::{InPass, Result};
 use crate::guard::Guard;
-use crate::params::{InputChannels, ParamView, input_channels, op_params};
+use crate::params::{InputChannels, ParamView, input_channels, max_over_median, op_params};
 use crate::pass::{Pass, PassContext, PassReport};
 use mppq_ir::{Graph, TensorData};
 use serde::{Deserialize, Serialize};
@@ -90,20 +90,9 @@ fn channels_to_split(
     ratio: f32,
 ) -> (Vec<usize>, Halved) {
     let n = up.channels();
-    let (mut r1, mut r2) = (vec![0f32; n], vec![0f32; n]);
-    for (i, v) in up.values.iter().enumerate() {
-        r1[up.channel_of(i)] = r1[up.channel_of(i)].max(v.abs());
-    }
-    for (i, v) in down.values.iter().enumerate() {
-        r2[down_channels.channel_of(i)] = r2[down_channels.channel_of(i)].max(v.abs());
-    }
-    let outlying = |r: &[f32]| {
-        let mut sorted = r.to_vec();
-        sorted.sort_by(f32::total_cmp);
-        let (median, max) = (sorted[sorted.len() / 2], sorted[sorted.len() - 1]);
-        if median > 0.0 { max / median } else { 0.0 }
-    };
-    let (ranges, halved) = if outlying(&r1) >= outlying(&r2) { (&r1, Halved::Up) } else { (&r2, Halved::Down) };
+    let (r1, r2) = (up.channel_abs_max(), down.abs_max_by(n, |i| down_channels.channel_of(i)));
+    let (ranges, halved) =
+        if max_over_median(&r1) >= max_over_median(&r2) { (&r1, Halved::Up) } else { (&r2, Halved::Down) };
     let mut order: Vec<usize> = (0..n).filter(|c| ranges[*c] > 0.0).collect();
     order.sort_by(|a, b| ranges[*b].total_cmp(&ranges[*a]));
     order.truncate(((n as f32 * ratio).floor() as usize).max(1));

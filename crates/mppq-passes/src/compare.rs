@@ -54,6 +54,32 @@ impl ErrorStats {
     }
 }
 
+/// The SNR of several outputs together, as the guard and the accuracy budget rank models:
+/// −10·log10 of the mean of their noise-to-signal ratios (∞ when there are none or all match).
+pub fn mean_snr_db(noise_to_signal: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, n) = noise_to_signal.into_iter().fold((0.0, 0usize), |(s, n), r| (s + r, n + 1));
+    snr_db(sum / n.max(1) as f64)
+}
+
+/// The float tensors (f32, f64, f16, bf16; not low-precision stand-ins) among a run's outputs,
+/// by name, as `f32`.
+pub fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<(String, Vec<f32>)> {
+    outputs
+        .into_iter()
+        .filter_map(|(name, v)| {
+            let t = v.into_tensor()?;
+            let float = matches!(
+                t.dtype(),
+                mppq_ir::DataType::Float
+                    | mppq_ir::DataType::Double
+                    | mppq_ir::DataType::Float16
+                    | mppq_ir::DataType::BFloat16
+            );
+            float.then(|| (name, t.to_f32_vec()))
+        })
+        .collect()
+}
+
 /// Signal-to-noise ratio in dB of a noise-to-signal ratio (∞ for an exact match).
 pub fn snr_db(noise_to_signal: f64) -> f64 {
     if noise_to_signal <= 0.0 { f64::INFINITY } else { -10.0 * noise_to_signal.log10() }

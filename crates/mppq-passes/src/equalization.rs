@@ -196,13 +196,13 @@ struct Working {
     scale: Vec<f32>,
 }
 
-fn channel_abs_max(view: &ParamView, channel_of: impl Fn(usize) -> usize, channels: usize) -> Vec<f32> {
-    let mut r = vec![0f32; channels];
-    for (i, v) in view.values.iter().enumerate() {
-        let c = channel_of(i);
-        r[c] = r[c].max(v.abs());
-    }
-    r
+/// The DFQ scale of each channel, √(r2/r1), kept in [1/max_scale, max_scale]; 1 where either
+/// range is zero. Output channel c of the first op times it makes both ranges √(r1·r2).
+pub(crate) fn dfq_scales(r1: &[f32], r2: &[f32], max_scale: f32) -> Vec<f32> {
+    r1.iter()
+        .zip(r2)
+        .map(|(a, b)| if *a > 0.0 && *b > 0.0 { (b / a).sqrt().clamp(1.0 / max_scale, max_scale) } else { 1.0 })
+        .collect()
 }
 
 impl Equalization {
@@ -281,7 +281,7 @@ impl Pass for Equalization {
             for (k, w) in work.iter_mut().enumerate() {
                 let up = &weights[&w.pair.up];
                 let channels = up.channels();
-                let mut r1 = channel_abs_max(up, |i| up.channel_of(i), channels);
+                let mut r1 = up.channel_abs_max();
                 if s.including_bias
                     && let Some(b) = biases.get(&w.pair.up)
                 {
@@ -295,18 +295,8 @@ impl Pass for Equalization {
                     }
                 }
                 let down = &weights[&w.pair.down];
-                let r2 = channel_abs_max(down, |i| w.down_channels.channel_of(i), channels);
-                let factors: Vec<f32> =
-                    r1.iter()
-                        .zip(&r2)
-                        .map(|(a, b)| {
-                            if *a > 0.0 && *b > 0.0 {
-                                (b / a).sqrt().clamp(1.0 / s.max_scale, s.max_scale)
-                            } else {
-                                1.0
-                            }
-                        })
-                        .collect();
+                let r2 = down.abs_max_by(channels, |i| w.down_channels.channel_of(i));
+                let factors = dfq_scales(&r1, &r2, s.max_scale);
                 moved = factors.iter().fold(moved, |m, f| m.max(f.ln().abs()));
                 let Some(up) = weights.get_mut(&w.pair.up) else { continue };
                 up.scale_channels(&factors)?;

@@ -10,9 +10,11 @@
 //!   on the changed graph before the measurement;
 //! - [`Guard::Measure`]: a change to calibrated parameters (bias correction): measured directly.
 
-use crate::compare::{CompareTarget, compare_to_reference, snr_db};
+use crate::compare::{float_outputs, mean_snr_db};
 use crate::error::Result;
+use crate::error::{InPass, PassError};
 use crate::pass::PassContext;
+use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation};
 
 /// How the pipeline checks a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,37 +67,55 @@ impl std::fmt::Display for GuardOutcome {
     }
 }
 
-/// The best output SNR so far. The reference is `PassContext::float_reference` (the float graph
-/// before the first optimisation pass), shared with the analysis rather than copied again.
+/// The reference outputs and the best output SNR so far. The reference is
+/// `PassContext::float_reference` (the float graph before the first optimisation pass, shared
+/// with the analysis rather than copied); it does not change during a run, so its outputs on the
+/// measured batches are computed once and kept (graph outputs only: small).
 #[derive(Default)]
 pub(crate) struct GuardState {
     pub(crate) current_db: Option<f64>,
+    /// Per measured batch, the reference's float outputs by name.
+    expected: Option<Vec<NamedOutputs>>,
 }
+
+/// A run's float outputs by name ([`float_outputs`]).
+type NamedOutputs = Vec<(String, Vec<f32>)>;
 
 impl GuardState {
     /// The output SNR of `ctx.graph` (simulated) against `ctx.float_reference` (float; the graph
     /// itself when none was taken), over the graph's float outputs: −10·log10 of the mean
     /// noise-to-signal ratio of the outputs.
     pub(crate) fn measure(&mut self, ctx: &mut PassContext<'_>, pass: &'static str) -> Result<f64> {
-        // Out of the context while the comparison borrows it; put back below.
-        let taken = ctx.float_reference.take();
-        let own;
-        let reference = match &taken {
-            Some(r) => r,
-            None => {
-                own = ctx.graph.clone();
-                &own
+        let batches = ctx.guard.batches.min(ctx.data.batch_count());
+        if self.expected.is_none() {
+            let reference: &mppq_ir::Graph = ctx.float_reference.as_ref().unwrap_or(ctx.graph);
+            let exec = Executor::new(reference, ctx.registry, ctx.device, ctx.opsets).in_pass(pass)?;
+            let expected = (0..batches)
+                .map(|b| Ok(float_outputs(exec.run(ctx.batch(b, pass)?, &mut []).in_pass(pass)?)))
+                .collect::<Result<Vec<_>>>()?;
+            self.expected = Some(expected);
+        }
+        let Some(expected) = self.expected.as_ref() else { return Ok(f64::INFINITY) };
+        let exec = ctx.executor(pass)?;
+        let outputs = expected.first().map_or(0, Vec::len);
+        let (mut noise, mut signal) = (vec![0f64; outputs], vec![0f64; outputs]);
+        ctx.progress.begin(&format!("{pass}: measuring the output SNR"), expected.len() as u64);
+        for (b, reference) in expected.iter().enumerate() {
+            let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant);
+            let got = float_outputs(exec.run(ctx.batch(b, pass)?, &mut [&mut sim]).in_pass(pass)?);
+            for (k, (name, want)) in reference.iter().enumerate() {
+                let have = got.iter().find(|(n, _)| n == name).map(|(_, v)| v).filter(|v| v.len() == want.len());
+                let have = have.ok_or_else(|| PassError::Invalid {
+                    pass,
+                    message: format!("output `{name}`: missing or resized in the simulated graph"),
+                })?;
+                noise[k] += want.iter().zip(have).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>();
+                signal[k] += want.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
             }
-        };
-        let targets: Vec<CompareTarget> =
-            reference.outputs().iter().map(|v| CompareTarget::seen(reference.var_name(*v))).collect();
-        let batches = ctx.guard.batches;
-        let stats = compare_to_reference(ctx, pass, reference, &targets, batches);
-        ctx.float_reference = taken;
-        let measured: Vec<f64> =
-            stats?.iter().filter(|s| !s.mean_square_error.is_empty()).map(|s| s.noise_to_signal()).collect();
-        let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
-        Ok(snr_db(mean))
+            ctx.progress.advance(1);
+        }
+        ctx.progress.finish();
+        Ok(mean_snr_db(noise.iter().zip(&signal).map(|(n, s)| n / s.max(1e-12))))
     }
 
     /// The SNR before the next pass: the last measurement, or a new one.

@@ -80,7 +80,7 @@ pub mod statistics;
 mod test_graphs;
 
 pub use block::BlockRunner;
-pub use compare::{CompareTarget, ErrorStats, compare_to_reference, snr_db};
+pub use compare::{CompareTarget, ErrorStats, compare_to_reference, float_outputs, mean_snr_db, snr_db};
 pub use error::{PassError, Result};
 pub use guard::{Guard, GuardOptions, GuardOutcome};
 pub use params::{OpParams, ParamView, op_params, write_param};

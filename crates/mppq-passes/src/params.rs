@@ -34,6 +34,22 @@ impl ParamView {
         }
     }
 
+    /// The largest |value| of each of `channels` channels, element `i` belonging to channel
+    /// `channel_of(i)` (an input-channel layout, say).
+    pub fn abs_max_by(&self, channels: usize, channel_of: impl Fn(usize) -> usize) -> Vec<f32> {
+        let mut r = vec![0f32; channels];
+        for (i, v) in self.values.iter().enumerate() {
+            let c = channel_of(i);
+            r[c] = r[c].max(v.abs());
+        }
+        r
+    }
+
+    /// The largest |value| of each output channel.
+    pub fn channel_abs_max(&self) -> Vec<f32> {
+        self.abs_max_by(self.channels(), |i| self.channel_of(i))
+    }
+
     /// Multiplies every element of channel `c` by `factors[c]`; one factor per channel.
     pub fn scale_channels(&mut self, factors: &[f32]) -> Result<()> {
         if factors.len() != self.channels() {
@@ -47,6 +63,17 @@ impl ParamView {
             self.values[i] *= factors[c];
         }
         Ok(())
+    }
+}
+
+/// How outlying the largest of per-channel `ranges` is: largest over median (non-finite values
+/// left out; 0 when there is no positive median). SmoothQuant and channel splitting act on it.
+pub fn max_over_median(ranges: &[f32]) -> f32 {
+    let mut sorted: Vec<f32> = ranges.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f32::total_cmp);
+    match (sorted.last(), sorted.get(sorted.len() / 2)) {
+        (Some(max), Some(median)) if *median > 0.0 => max / median,
+        _ => 0.0,
     }
 }
 

@@ -10,6 +10,19 @@ use crate::slots::{input, output};
 use mppq_ir::quant::{QuantizationState, config_at, config_at_mut};
 use mppq_ir::{OpClass, op_roles};
 
+/// The linear activation `op` was fused with by this pass (its output's only reader, whose input
+/// config is `Overlapped`), and that activation's output: the simulation computes the pair as one
+/// kernel and quantizes only the activation's result.
+pub fn fused_activation(graph: &mppq_ir::Graph, op: mppq_ir::OpId) -> Option<(mppq_ir::OpId, mppq_ir::VarId)> {
+    let out = graph.operation(op).ok()?.outputs().first().copied().flatten()?;
+    let [reader] = graph.consumers(out) else { return None };
+    let act = graph.operation(*reader).ok()?;
+    let overlapped = act.quant_config.as_ref()?.input_configs.first()?.as_ref()?.state == QuantizationState::Overlapped;
+    let is_activation = op_roles(act).is(OpClass::LinearActivation);
+    (is_activation && overlapped && !graph.is_graph_output(out))
+        .then_some((*reader, act.outputs().first().copied().flatten()?))
+}
+
 pub struct QuantFusion {
     /// Activation types the target fuses (ONNX Runtime: Relu and Clip).
     pub activations: Vec<String>,

@@ -15,7 +15,7 @@
 
 use crate::error::{InPass, Result};
 use crate::guard::Guard;
-use crate::params::{InputChannels, ParamView, input_channels, op_params, write_param};
+use crate::params::{InputChannels, ParamView, input_channels, max_over_median, op_params, write_param};
 use crate::pass::{Pass, PassContext, PassReport};
 use crate::statistics::{GraphMode, StatRequest, Statistic};
 use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, config_at_mut};
@@ -109,16 +109,15 @@ impl Pass for SmoothQuant {
         for target in &targets {
             let Some(ranges) = ctx.statistics.last_axis_ranges(target.activation, GraphMode::Float) else { continue };
             let act: Vec<f32> = ranges.iter().map(|(lo, hi)| lo.abs().max(hi.abs())).collect();
-            if target.readers.iter().any(|(_, _, c)| c.count() != act.len()) || !has_outliers(&act, s.min_outlier_ratio)
+            if target.readers.iter().any(|(_, _, c)| c.count() != act.len())
+                || max_over_median(&act) < s.min_outlier_ratio
             {
                 continue;
             }
             let mut weight_max = vec![0f32; act.len()];
             for (_, w, channels) in &target.readers {
-                for (i, v) in w.values.iter().enumerate() {
-                    let k = channels.channel_of(i);
-                    weight_max[k] = weight_max[k].max(v.abs());
-                }
+                let reader_max = w.abs_max_by(act.len(), |i| channels.channel_of(i));
+                weight_max.iter_mut().zip(reader_max).for_each(|(m, r)| *m = m.max(r));
             }
             let alpha = if s.alpha_search {
                 let chosen = search_alpha(ctx, target, &act, &weight_max)?;
@@ -138,14 +137,6 @@ impl Pass for SmoothQuant {
         }
         Ok(PassReport::new(name, smoothed.len(), summary))
     }
-}
-
-/// Whether the largest channel is at least `ratio` times the median one.
-fn has_outliers(act: &[f32], ratio: f32) -> bool {
-    let mut sorted: Vec<f32> = act.iter().copied().filter(|v| v.is_finite()).collect();
-    sorted.sort_by(f32::total_cmp);
-    let (Some(max), Some(median)) = (sorted.last(), sorted.get(sorted.len() / 2)) else { return false };
-    *median > 0.0 && *max >= ratio * median
 }
 
 /// s_k = max|x_k|^α / max|W_k|^(1−α), 1 where either is zero, kept in [1e-4, 1e4].
@@ -213,7 +204,7 @@ fn fold_into_producer(graph: &mut Graph, x: VarId, inverse: &[f32]) -> mppq_ir::
     let op = graph.operation(producer)?;
     let owned = |v: &VarId| graph.consumers(*v).len() == 1 && graph.variable(*v).is_ok_and(|v| v.value.is_some());
     match op.op_type.as_str() {
-        "LayerNormalization" => fold_into_layer_norm(graph, x, inverse),
+        "LayerNormalization" => fold_into_layer_norm(graph, producer, inverse),
         "Mul" => {
             let constants: Vec<VarId> = op.inputs().iter().flatten().copied().filter(owned).collect();
             let [constant] = constants[..] else { return Ok(false) };
@@ -237,12 +228,11 @@ fn fold_into_producer(graph: &mut Graph, x: VarId, inverse: &[f32]) -> mppq_ir::
     }
 }
 
-/// Divides a LayerNormalization's scale and bias by s when `x` is its output and they are
-/// initializers of its own; `false` when `x` has no such producer.
-fn fold_into_layer_norm(graph: &mut Graph, x: VarId, inverse: &[f32]) -> mppq_ir::Result<bool> {
-    let Some(producer) = graph.producer(x) else { return Ok(false) };
-    let op = graph.operation(producer)?;
-    if op.op_type != "LayerNormalization" || op.attr_int("axis", -1)? != -1 {
+/// Divides the scale and bias of LayerNormalization `norm` by s when it normalises the last axis
+/// and they are initializers of its own; `false` otherwise.
+fn fold_into_layer_norm(graph: &mut Graph, norm: OpId, inverse: &[f32]) -> mppq_ir::Result<bool> {
+    let op = graph.operation(norm)?;
+    if op.attr_int("axis", -1)? != -1 {
         return Ok(false);
     }
     let params: Vec<VarId> = op.inputs().iter().skip(1).flatten().copied().collect();

@@ -11,7 +11,7 @@
 
 use crate::block::BlockRunner;
 use crate::compare::{CompareTarget, compare_to_reference};
-use crate::equalization::{Pair, find_pairs, scale_pair};
+use crate::equalization::{Pair, dfq_scales, find_pairs, scale_pair};
 use crate::error::{InPass, Result};
 use crate::guard::Guard;
 use crate::parameter_quantize::ParameterQuantize;
@@ -58,24 +58,12 @@ fn weight_ranges(graph: &Graph, pair: &Pair) -> Result<Option<(Vec<f32>, Vec<f32
     if channels.count() != n {
         return Ok(None);
     }
-    let (mut r1, mut r2) = (vec![0f32; n], vec![0f32; n]);
-    for (i, v) in up.values.iter().enumerate() {
-        r1[up.channel_of(i)] = r1[up.channel_of(i)].max(v.abs());
-    }
-    for (i, v) in down.values.iter().enumerate() {
-        r2[channels.channel_of(i)] = r2[channels.channel_of(i)].max(v.abs());
-    }
-    Ok(Some((r1, r2)))
+    Ok(Some((up.channel_abs_max(), down.abs_max_by(n, |i| channels.channel_of(i)))))
 }
 
 /// PPQ's four candidate scales (multiplying the up weight's output channels).
 fn candidates(r1: &[f32], r2: &[f32], act: Option<&[f32]>) -> Vec<Vec<f32>> {
-    let dfq: Vec<f32> = r1
-        .iter()
-        .zip(r2)
-        .map(|(a, b)| if *a > 0.0 && *b > 0.0 { (b / a).sqrt().clamp(0.1, 10.0) } else { 1.0 })
-        .collect();
-    let mut out = vec![dfq];
+    let mut out = vec![dfq_scales(r1, r2, 10.0)];
     let Some(act) = act else { return out };
     let floor_half = |v: &[f32]| -> Vec<f32> {
         let max = v.iter().fold(0f32, |m, x| m.max(*x));

@@ -13,6 +13,7 @@ use crate::error::{ApiError, Result};
 use mppq_exec::hooks::OpInfo;
 use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, Tensor, Value};
 use mppq_ir::{DataType, Graph, OpId};
+use mppq_passes::quant_fusion::fused_activation;
 use std::collections::HashMap;
 
 /// A tensor under watch: the op producing it and the output slot.
@@ -58,19 +59,6 @@ pub fn watched_tensors(graph: &Graph, all_quantized_ops: bool) -> Result<Vec<Wat
     let mut seen = std::collections::HashSet::new();
     watches.retain(|w| seen.insert(w.tensor.clone()));
     Ok(watches)
-}
-
-/// The linear activation `op` is fused with (its output's only reader, whose input config the
-/// fusion made `Overlapped`), and that activation's output.
-fn fused_activation(graph: &Graph, op: OpId) -> Option<(OpId, mppq_ir::VarId)> {
-    let out = graph.operation(op).ok()?.outputs().first().copied().flatten()?;
-    let [reader] = graph.consumers(out) else { return None };
-    let act = graph.operation(*reader).ok()?;
-    let overlapped = act.quant_config.as_ref()?.input_configs.first()?.as_ref()?.state
-        == mppq_ir::quant::QuantizationState::Overlapped;
-    let is_activation = mppq_dispatch::analysis::is_linear_activation(act);
-    (is_activation && overlapped && !graph.is_graph_output(out))
-        .then_some((*reader, act.outputs().first().copied().flatten()?))
 }
 
 fn is_float(t: &Tensor) -> bool {

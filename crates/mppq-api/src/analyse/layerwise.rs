@@ -11,6 +11,7 @@ use crate::error::{ApiError, Result};
 use mppq_exec::hooks::OpInfo;
 use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, Value};
 use mppq_ir::{Graph, OpId};
+use mppq_passes::float_outputs;
 
 /// The operations layer-wise analysis quantizes one by one, in execution order: every op with a
 /// config the simulation applies.
@@ -38,24 +39,6 @@ impl ExecHook for OnlyOp<'_> {
     fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
         if op.id == self.target { self.sim.after_op(op, outputs) } else { Ok(()) }
     }
-}
-
-/// The graph outputs' float values of one run (non-float outputs are not compared).
-fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<(String, Vec<f32>)> {
-    outputs
-        .into_iter()
-        .filter_map(|(name, v)| {
-            let t = v.into_tensor()?;
-            let float = matches!(
-                t.dtype(),
-                mppq_ir::DataType::Float
-                    | mppq_ir::DataType::Double
-                    | mppq_ir::DataType::Float16
-                    | mppq_ir::DataType::BFloat16
-            );
-            float.then(|| (name, t.to_f32_vec()))
-        })
-        .collect()
 }
 
 /// Layer-wise error on `batches` against the outputs of `reference` (default: `exec` in float),

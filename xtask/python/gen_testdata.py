@@ -483,6 +483,40 @@ def calib_tiny_mobilenet(i: int) -> dict:
 
 
 # ---------------------------------------------------------------------------
+# f. tiny_if
+
+
+def build_tiny_if() -> onnx.ModelProto:
+    """A stem Conv+Relu in the main graph, then an If on the bool input `wide` whose branches
+    (a narrow and a wide Conv head) read the stem's output from the enclosing scope, as Silero
+    VAD picks its 16 kHz or 8 kHz network."""
+    b = Builder("tiny_if", seed=91)
+    stem = b.relu(b.conv("input", 3, 8, 3, 1, 1, bias=True, base="stem"), base="stem.relu", out="stem_out")
+    branches = {}
+    for name, (cout, stride), seed in (("narrow", (8, 1), 92), ("wide", (16, 2), 93)):
+        br = Builder(f"tiny_if_{name}", seed=seed)
+        p = f"head.{name}"
+        y = br.relu(br.conv(stem, 8, cout, 3, stride, 1, bias=True, base=p + ".conv"), base=p + ".relu")
+        g = br.node("GlobalAveragePool", [y], base=p + ".gap")
+        f = br.node("Flatten", [g], base=p + ".flatten", axis=1)
+        br.gemm(f, cout, 4, base=p + ".fc", out=p + ".logits")
+        out = helper.make_tensor_value_info(p + ".logits", TensorProto.FLOAT, ["batch", 4])
+        branches[name] = helper.make_graph(br.nodes, p, [], [out], initializer=br.inits)
+    b.node("If", ["wide"], out_names=["logits"], base="head", then_branch=branches["wide"],
+           else_branch=branches["narrow"])
+    inputs = [
+        helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 16, 16]),
+        helper.make_tensor_value_info("wide", TensorProto.BOOL, []),
+    ]
+    out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 4])
+    return b.model(inputs, [out], "mppq test model: Conv stem + If choosing a narrow or a wide Conv head")
+
+
+def calib_tiny_if(i: int) -> dict:
+    return {"input": make_images(np.random.default_rng(9000 + i), 2, 16), "wide": np.array(i % 2 == 0)}
+
+
+# ---------------------------------------------------------------------------
 # d. ResNet-18
 
 
@@ -553,6 +587,7 @@ MODELS = {
     "tiny_transformer": (build_tiny_transformer, calib_tiny_transformer),
     "detect_branch": (build_detect_branch, calib_detect_branch),
     "tiny_mobilenet": (build_tiny_mobilenet, calib_tiny_mobilenet),
+    "tiny_if": (build_tiny_if, calib_tiny_if),
 }
 
 

@@ -44,7 +44,11 @@ def main(argv=None) -> int:
                 if inp.name not in data.files:
                     print(f"error: input '{inp.name}' missing from {path} (has {data.files})", file=sys.stderr)
                     return 2
-                feeds[inp.name] = np.ascontiguousarray(data[inp.name].astype(np.float32))
+                value = data[inp.name]
+                # Float data as the float32 the model takes; other types (bool, int64) as stored.
+                if value.dtype.kind == "f":
+                    value = value.astype(np.float32)
+                feeds[inp.name] = np.ascontiguousarray(value)
         outs = sess.run(names, feeds)
         np.savez(os.path.join(args.out_dir, f"ort_{i:03}.npz"), **{n: np.asarray(v) for n, v in zip(names, outs)})
     print(json.dumps({"ort": ort.__version__, "opt": args.opt}))

@@ -13,6 +13,7 @@
 pub mod analyse;
 pub mod budget;
 pub mod calib;
+pub mod control_flow;
 pub mod error;
 pub mod export;
 pub mod info;

@@ -126,11 +126,20 @@ impl ModelQuantizer {
             let preflight = crate::export::ExportPreflight { exporters: self.exporters.clone() };
             passes.insert(at + 1, Box::new(preflight));
         }
+        let has_if = self.model.graph.operations().any(|(_, op)| op.op_type == "If");
+        let if_inputs = if has_if {
+            crate::control_flow::capture_if_inputs(&self.executor()?, &self.model.graph, calib, self)?
+        } else {
+            Vec::new()
+        };
         let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
         ctx.guard = self.setting.pipeline.guard_options();
         self.reports = run_pipeline(&mut ctx, &mut passes)?;
         self.dispatch = ctx.dispatch.take();
         self.float_reference = ctx.float_reference.take();
+        drop(ctx);
+        let branches = crate::control_flow::quantize_if_branches(self, if_inputs, progress)?;
+        self.reports.extend(branches);
         if self.setting.budget.is_set() {
             self.budget = Some(self.apply_budget(calib, progress)?);
         }
@@ -281,11 +290,10 @@ fn summary(
     started: std::time::Instant,
 ) -> JobSummary {
     let graph = &q.model.graph;
-    let quantized = graph.operations().filter(|(_, op)| crate::analyse::is_quantized(op)).count();
     JobSummary {
         model: graph.name.clone(),
         platform: q.platform.name().to_string(),
-        quantized_ops: (quantized, graph.operations().count()),
+        quantized_ops: crate::control_flow::count_quantized(graph),
         dispatch: q.dispatch.clone(),
         pass_reports: q.reports.iter().map(|r| r.to_string()).collect(),
         analysis,

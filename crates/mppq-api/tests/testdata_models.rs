@@ -47,3 +47,8 @@ fn detect_branch_matches_onnx_runtime() {
 fn tiny_mobilenet_matches_onnx_runtime() {
     check("tiny_mobilenet");
 }
+
+#[test]
+fn tiny_if_matches_onnx_runtime() {
+    check("tiny_if");
+}

@@ -10,6 +10,7 @@ use crate::registry::OpRegistry;
 use crate::tensor::{Tensor, is_low_precision};
 use crate::value::Value;
 use mppq_ir::{Graph, OpId, VarId};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -22,6 +23,8 @@ struct Step {
     outputs: Vec<Option<usize>>,
     /// Enclosing-scope values its sub-graphs read: (name, slot), resolved after all slots exist.
     implicit: Vec<(String, usize)>,
+    /// Names of its sub-graph attributes (If branches, loop bodies), for hooks.
+    subgraphs: Vec<String>,
 }
 
 /// A graph prepared for execution on one device.
@@ -76,6 +79,12 @@ impl Executor {
                     inputs: op.inputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
                     outputs: op.outputs().iter().map(|v| v.map(|v| slot(v, graph))).collect(),
                     implicit: Vec::new(),
+                    subgraphs: op
+                        .attributes
+                        .iter()
+                        .filter(|(_, a)| matches!(a, mppq_ir::Attribute::Graph(_)))
+                        .map(|(n, _)| n.clone())
+                        .collect(),
                 },
                 names,
             ));
@@ -256,8 +265,21 @@ impl Executor {
                 }
             }
             let stand_in = inputs.iter().flatten().filter_map(Value::as_tensor).find_map(Tensor::stand_in_for);
-            let ctx =
-                KernelContext { device: &self.device, node: &step.name, op_type: &step.op_type, captured: &scope };
+            let subgraph_hooks = RefCell::new(
+                step.subgraphs
+                    .iter()
+                    .flat_map(|attr| {
+                        hooks.iter().filter_map(|h| h.enter_subgraph(&info, attr)).map(|h| (attr.clone(), h))
+                    })
+                    .collect(),
+            );
+            let ctx = KernelContext {
+                device: &self.device,
+                node: &step.name,
+                op_type: &step.op_type,
+                captured: &scope,
+                subgraph_hooks,
+            };
             // Burn asserts on inconsistent shapes; an operator that missed a check must still
             // not bring the process down.
             let result = catch_unwind(AssertUnwindSafe(|| step.kernel.run(&ctx, inputs))).unwrap_or_else(|panic| {
@@ -270,6 +292,7 @@ impl Executor {
                     .poison(format!("node `{}` ({}) panicked in the backend: {message}", step.name, step.op_type));
                 Err(ExecError::Backend { node: step.name.clone(), op_type: step.op_type.clone(), message })
             });
+            drop(ctx);
             let mut outputs = result?;
             Tensor::adopt_stand_in(stand_in, &mut outputs);
             outputs.resize(step.outputs.len(), None);

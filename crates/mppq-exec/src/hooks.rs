@@ -21,6 +21,11 @@ pub trait ExecHook {
     fn after_op(&mut self, _op: &OpInfo<'_>, _outputs: &mut [Option<Value>]) -> Result<()> {
         Ok(())
     }
+    /// The hook to run inside sub-graph `attr` of `op` (If branches, Loop and Scan bodies), whose
+    /// operations have ids of their own graph: `None` leaves the sub-graph unhooked.
+    fn enter_subgraph(&self, _op: &OpInfo<'_>, _attr: &str) -> Option<Box<dyn ExecHook + '_>> {
+        None
+    }
 }
 
 /// Looks at values without changing them: every input of an operation before it runs and every

@@ -3,10 +3,13 @@
 //! Operators implement it; the registry ([`crate::registry`]) only maps node types to builders.
 
 use crate::device::Device;
+use crate::engine::Executor;
 use crate::error::{ExecError, Result};
+use crate::hooks::ExecHook;
 use crate::registry::OpRegistry;
 use crate::value::Value;
 use mppq_ir::Operation;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -83,7 +86,13 @@ pub struct KernelContext<'a> {
     pub op_type: &'a str,
     /// Values of enclosing scopes that this node's sub-graphs read by name.
     pub captured: &'a HashMap<String, Value>,
+    /// The hooks of this run for each sub-graph attribute of the node (see
+    /// [`ExecHook::enter_subgraph`]); [`KernelContext::run_subgraph`] runs a body under them.
+    pub subgraph_hooks: SubgraphHooks<'a>,
 }
+
+/// Hooks for the sub-graphs of one node, by attribute name.
+pub type SubgraphHooks<'a> = RefCell<Vec<(String, Box<dyn ExecHook + 'a>)>>;
 
 impl KernelContext<'_> {
     pub fn err(&self, message: impl Into<String>) -> ExecError {
@@ -97,6 +106,21 @@ impl KernelContext<'_> {
             op_type: self.op_type.to_string(),
             feature: feature.into(),
         }
+    }
+
+    /// Runs sub-graph `attr` (an executor built from it) with this run's hooks for it, so that
+    /// observers and quantization simulation see inside If branches and loop bodies.
+    pub fn run_subgraph(
+        &self,
+        attr: &str,
+        body: &Executor,
+        feeds: Vec<(String, Value)>,
+        wanted: &[String],
+    ) -> Result<Vec<(String, Value)>> {
+        let mut hooks = self.subgraph_hooks.borrow_mut();
+        let mut chosen: Vec<&mut dyn ExecHook> =
+            hooks.iter_mut().filter(|(a, _)| a == attr).map(|(_, h)| &mut **h as &mut dyn ExecHook).collect();
+        body.run_scoped(feeds, wanted, self.captured, &mut chosen)
     }
 
     /// Input helper naming this node in its errors.

@@ -335,12 +335,12 @@ impl Graph {
     pub fn remove_dead_code(&mut self) -> usize {
         let mut removed = 0;
         loop {
-            let dead: Vec<OpId> = self
-                .operations
-                .iter()
-                .filter(|(_, op)| op.output_ids().all(|v| self.consumers(v).is_empty() && !self.outputs.contains(&v)))
-                .map(|(id, _)| *id)
-                .collect();
+            let captured = self.names_read_by_subgraphs();
+            let read = |v: VarId| {
+                !self.consumers(v).is_empty() || self.outputs.contains(&v) || captured.contains(self.var_name(v))
+            };
+            let dead: Vec<OpId> =
+                self.operations.iter().filter(|(_, op)| !op.output_ids().any(read)).map(|(id, _)| *id).collect();
             if dead.is_empty() {
                 break;
             }

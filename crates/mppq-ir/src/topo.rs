@@ -37,6 +37,12 @@ impl Graph {
         names
     }
 
+    /// Names the sub-graphs of this graph's operations read from it (or from further out): a
+    /// value read this way has readers that its consumer list does not show.
+    pub fn names_read_by_subgraphs(&self) -> std::collections::HashSet<String> {
+        self.operations().flat_map(|(_, op)| subgraph_captures(op.attributes.values())).collect()
+    }
+
     /// Variables of this graph that `op`'s sub-graphs read by name (not through its inputs).
     pub fn implicit_inputs(&self, op: OpId) -> Vec<VarId> {
         self.implicit_input_names(op).into_iter().filter_map(|n| self.var_id(&n)).collect()

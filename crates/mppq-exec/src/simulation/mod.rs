@@ -18,6 +18,16 @@ pub trait FakeQuantizer {
     fn fake_quant(&self, value: Value, config: &TensorQuantConfig) -> Result<Value>;
 }
 
+/// A borrowed fake quantizer: what the simulation inside a sub-graph uses (one type at every
+/// nesting depth).
+pub struct BorrowedFakeQuant<'q>(pub &'q dyn FakeQuantizer);
+
+impl FakeQuantizer for BorrowedFakeQuant<'_> {
+    fn fake_quant(&self, value: Value, config: &TensorQuantConfig) -> Result<Value> {
+        self.0.fake_quant(value, config)
+    }
+}
+
 /// Leaves values unchanged (the hook runs without quantizing anything).
 pub struct IdentityFakeQuant;
 
@@ -89,5 +99,13 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
             self.applied.1 += self.apply(outputs, &cfg.output_configs)?;
         }
         Ok(())
+    }
+
+    /// A sub-graph carries its own operations' configs: simulated the same way inside.
+    fn enter_subgraph(&self, op: &OpInfo<'_>, attr: &str) -> Option<Box<dyn ExecHook + '_>> {
+        let body = self.graph.operation(op.id).ok()?.attr(attr)?.as_graph(attr).ok()?;
+        let mut inner = QuantSimulation::new(body, BorrowedFakeQuant(&self.quantizer));
+        inner.integer_kernels = self.integer_kernels;
+        Some(Box::new(inner))
     }
 }

@@ -96,8 +96,9 @@ fn plan(graph: &Graph, conv: OpId) -> Option<Plan> {
     let mut replaced = Vec::new();
     let mut y = op.outputs().first().copied().flatten()?;
     let mut relu = None;
+    let captured = graph.names_read_by_subgraphs();
     loop {
-        if graph.outputs().contains(&y) || graph.consumers(y).len() != 1 {
+        if graph.outputs().contains(&y) || graph.consumers(y).len() != 1 || captured.contains(graph.var_name(y)) {
             return None;
         }
         let next = graph.consumers(y)[0];

@@ -16,6 +16,7 @@
 use super::{ExportError, Result};
 use mppq_ir::quant::{QuantizationState, RoundingPolicy, TensorQuantConfig};
 use mppq_ir::{Attribute, DataType, Graph, Model, OpId, Operation, TensorData, VarId, Variable};
+use std::collections::HashSet;
 
 /// Options of [`export_qdq`]; each one changes the written model (see the tests). Part of the
 /// quantization setting file, so unknown keys are refused.
@@ -419,31 +420,86 @@ pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<(
 /// QuantizeLinear/DequantizeLinear. The input model is not modified.
 pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     let mut out = model.clone();
-    let (outs, acts, params) = plan(&out.graph, options)?;
-    let all = outs.iter().chain(&acts).chain(&params);
+    let mut formats = Vec::new();
+    collect_formats(&out.graph, options, &mut formats)?;
     let mut opset = options.min_opset.max(model.opset("").unwrap_or(1));
     let mut why = "per-channel Q/DQ".to_string();
     let mut ir = 7;
-    for s in all {
-        if s.format.opset > opset {
-            why = format!("{:?} Q/DQ", s.format.dtype);
+    for f in formats {
+        if f.opset > opset {
+            why = format!("{:?} Q/DQ", f.dtype);
         }
-        opset = opset.max(s.format.opset);
-        ir = ir.max(s.format.ir);
+        opset = opset.max(f.opset);
+        ir = ir.max(f.ir);
     }
     raise_opset(&mut out, opset, &why)?;
     out.ir_version = out.ir_version.max(ir).min(crate::MAX_IR_VERSION);
-    let g = &mut out.graph;
+    export_graph(&mut out.graph, options, opset, &HashSet::new())?;
+    Ok(out)
+}
+
+/// The Q/DQ formats of every exported config, in sub-graphs too.
+fn collect_formats(g: &Graph, options: &QdqOptions, formats: &mut Vec<QFormat>) -> Result<()> {
+    let (outs, acts, params) = plan(g, options)?;
+    formats.extend(outs.iter().chain(&acts).chain(&params).map(|s| s.format));
+    for (_, op) in g.operations() {
+        for a in op.attributes.values() {
+            if let Attribute::Graph(body) = a {
+                collect_formats(body, options, formats)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inserts the Q/DQ pairs of `g`'s configs, then of its sub-graphs' (If branches, loop bodies).
+/// `outer`: the names of enclosing scopes, which a sub-graph's new names must not shadow.
+fn export_graph(g: &mut Graph, options: &QdqOptions, opset: i64, outer: &HashSet<String>) -> Result<()> {
+    let before: HashSet<String> = g.variables().map(|(_, v)| v.name.clone()).collect();
+    insert_pairs(g, options, opset)?;
+    // A name added here must not shadow an enclosing scope's (ONNX forbids it).
+    let clashes: Vec<VarId> =
+        g.variables().filter(|(_, v)| !before.contains(&v.name) && outer.contains(&v.name)).map(|(id, _)| id).collect();
+    for id in clashes {
+        let mut k = 1;
+        let base = g.var_name(id).to_string();
+        while outer.contains(&format!("{base}_{k}")) || g.var_id(&format!("{base}_{k}")).is_some() {
+            k += 1;
+        }
+        g.rename_variable(id, &format!("{base}_{k}"))?;
+    }
+    let mut scope = outer.clone();
+    scope.extend(g.variables().map(|(_, v)| v.name.clone()));
+    let with_bodies: Vec<OpId> = g
+        .operations()
+        .filter(|(_, op)| op.attributes.values().any(|a| matches!(a, Attribute::Graph(_))))
+        .map(|(id, _)| id)
+        .collect();
+    for id in with_bodies {
+        for a in g.operation_mut(id)?.attributes.values_mut() {
+            if let Attribute::Graph(body) = a {
+                export_graph(body, options, opset, &scope)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Q/DQ pairs of one graph's own configs.
+fn insert_pairs(g: &mut Graph, options: &QdqOptions, opset: i64) -> Result<()> {
+    let (outs, acts, params) = plan(g, options)?;
 
     // Outputs: one pair after the producer, read by everyone (graph outputs keep their name).
     // `covered`: (tensor a consumer reads, config, what it should read instead).
     let mut covered: Vec<(VarId, TensorQuantConfig, VarId)> = Vec::new();
+    // Sub-graphs read enclosing values by name: those names must then hold the quantized value.
+    let captured = g.names_read_by_subgraphs();
     for s in &outs {
         let base = g.var_name(s.var).to_string();
         let dst = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_dequantized"))))?;
         g.replace_variable(s.var, dst)?;
         add_pair(g, s.var, dst, &s.config, s.format, opset)?;
-        if g.is_graph_output(dst) {
+        if g.is_graph_output(dst) || captured.contains(&base) {
             let tmp = g.fresh_var_name(&format!("{base}_float"));
             g.rename_variable(s.var, &tmp)?;
             g.rename_variable(dst, &base)?;
@@ -489,7 +545,7 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
             g.remove_variable(*var)?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Writes one parameter: int initializer + DQ, Q/DQ on the float value, or (bias with

@@ -8,7 +8,7 @@ use mppq_ir::quant::{
     ConfigLocation, ConfigSide, ObserverKind, OperationQuantConfig, QuantizationPolicy, QuantizationState,
     RoundingPolicy, TargetPrecision, TensorQuantConfig,
 };
-use mppq_ir::{Graph, Model, OpId, VarId};
+use mppq_ir::{Attribute, Graph, Model, OpId, VarId};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -29,6 +29,10 @@ pub struct QuantJson {
     /// Every quantized tensor by variable name: the config that decides its quantized value
     /// (its producer's output config when exported, else the first consumer's input config).
     pub tensors: IndexMap<String, TensorEntry>,
+    /// The same for each quantized sub-graph (If branch, loop body), keyed `operation/attribute`
+    /// (e.g. `If_0/then_branch`).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub subgraphs: IndexMap<String, QuantJson>,
 }
 
 /// One operation: its precision and, when it carries configs, one entry per input/output slot.
@@ -119,7 +123,27 @@ fn slots(g: &Graph, vars: &[Option<VarId>], configs: &[Option<TensorQuantConfig>
 
 /// The JSON of a model's quantization state.
 pub fn to_quant_json(model: &Model) -> Result<QuantJson> {
-    let g = &model.graph;
+    graph_json(&model.graph)
+}
+
+/// Sub-graphs that carry quantization configs somewhere inside.
+fn quantized_subgraphs(g: &Graph) -> impl Iterator<Item = (String, &Graph)> {
+    g.operations().flat_map(|(_, op)| {
+        op.attributes.iter().filter_map(move |(attr, a)| match a {
+            Attribute::Graph(body) if has_configs(body) => Some((format!("{}/{attr}", op.name), &**body)),
+            _ => None,
+        })
+    })
+}
+
+fn has_configs(g: &Graph) -> bool {
+    g.operations().any(|(_, op)| {
+        op.quant_config.is_some()
+            || op.attributes.values().any(|a| matches!(a, Attribute::Graph(body) if has_configs(body)))
+    })
+}
+
+fn graph_json(g: &Graph) -> Result<QuantJson> {
     let mut operations = IndexMap::new();
     let mut tensors: IndexMap<String, TensorEntry> = IndexMap::new();
     let mut from_producer = std::collections::HashSet::new();
@@ -147,7 +171,8 @@ pub fn to_quant_json(model: &Model) -> Result<QuantJson> {
             }
         }
     }
-    Ok(QuantJson { format: FORMAT.into(), graph: g.name.clone(), operations, tensors })
+    let subgraphs = quantized_subgraphs(g).map(|(key, body)| Ok((key, graph_json(body)?))).collect::<Result<_>>()?;
+    Ok(QuantJson { format: FORMAT.into(), graph: g.name.clone(), operations, tensors, subgraphs })
 }
 
 /// Writes [`to_quant_json`] of `model` to `path` atomically (temp file + rename).
@@ -266,10 +291,28 @@ pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
         };
         updates.push((id, e.precision, config));
     }
+    // Sub-graphs are checked on copies first, so an error still changes nothing.
+    let mut bodies: Vec<(OpId, String, Graph)> = Vec::new();
+    for (key, sub) in &json.subgraphs {
+        let found = key.rsplit_once('/').and_then(|(op, attr)| {
+            let id = graph.op_id(op)?;
+            match graph.operation(id).ok()?.attr(attr)? {
+                Attribute::Graph(body) => Some((id, attr.to_string(), (**body).clone())),
+                _ => None,
+            }
+        });
+        let (id, attr, mut body) =
+            found.ok_or_else(|| bad(format!("sub-graph `{key}` (operation/attribute) is not in the graph")))?;
+        apply_quant_json(&mut body, sub)?;
+        bodies.push((id, attr, body));
+    }
     for (id, precision, config) in updates {
         let op = graph.operation_mut(id)?;
         op.precision = precision;
         op.quant_config = config;
+    }
+    for (id, attr, body) in bodies {
+        graph.operation_mut(id)?.attributes.insert(attr, Attribute::Graph(Box::new(body)));
     }
     Ok(())
 }

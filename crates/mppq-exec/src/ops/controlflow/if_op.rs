@@ -46,8 +46,8 @@ impl Kernel for If {
             return Err(ctx.err(format!("the condition must have one element, not shape {:?}", cond.shape())));
         }
         let c = cond.to_f64_vec().first().copied().unwrap_or(0.0) != 0.0;
-        let b = if c { &self.then_branch } else { &self.else_branch };
-        let out = b.exec.run_scoped(vec![], &b.outputs, ctx.captured, &mut [])?;
+        let (attr, b) = if c { ("then_branch", &self.then_branch) } else { ("else_branch", &self.else_branch) };
+        let out = ctx.run_subgraph(attr, &b.exec, vec![], &b.outputs)?;
         Ok(out.into_iter().map(|(_, v)| Some(v)).collect())
     }
 }

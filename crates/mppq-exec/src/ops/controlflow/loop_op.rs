@@ -83,8 +83,7 @@ impl Kernel for Loop {
             for (name, v) in self.inputs[2..].iter().zip(carried.drain(..)) {
                 feeds.push((name.clone(), v));
             }
-            let mut out =
-                self.body.run_scoped(feeds, &self.outputs, ctx.captured, &mut [])?.into_iter().map(|(_, v)| v);
+            let mut out = ctx.run_subgraph("body", &self.body, feeds, &self.outputs)?.into_iter().map(|(_, v)| v);
             let c = out
                 .next()
                 .and_then(Value::into_tensor)

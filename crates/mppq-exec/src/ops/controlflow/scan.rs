@@ -115,12 +115,8 @@ impl Scan {
                 let at = if self.in_reverse[j] { len - 1 - i } else { i };
                 feeds.push((names[self.n_state + j].clone(), Value::Tensor(take(t.clone(), axes[j], at))));
             }
-            let mut out = self
-                .body
-                .exec
-                .run_scoped(feeds, &self.body.outputs, ctx.captured, &mut [])?
-                .into_iter()
-                .map(|(_, v)| v);
+            let mut out =
+                ctx.run_subgraph("body", &self.body.exec, feeds, &self.body.outputs)?.into_iter().map(|(_, v)| v);
             states.extend(out.by_ref().take(self.n_state));
             for (k, v) in out.enumerate() {
                 outs[k].push(v.into_tensor().ok_or_else(|| ctx.err(format!("scan output {k} must be a tensor")))?);

@@ -513,7 +513,7 @@ def build_tiny_if() -> onnx.ModelProto:
 
 
 def calib_tiny_if(i: int) -> dict:
-    return {"input": make_images(np.random.default_rng(9000 + i), 2, 16), "wide": np.array(i % 2 == 0)}
+    return {"input": make_images(np.random.default_rng(9000 + i), 8, 16), "wide": np.array(i % 2 == 0)}
 
 
 # ---------------------------------------------------------------------------

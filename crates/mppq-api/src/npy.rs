@@ -48,9 +48,7 @@ fn from_npy<R: Read>(file: &Path, what: &str, npy: npyz::NpyFile<R>) -> Result<T
     let dtype = dtype_of(descr).ok_or_else(|| {
         ApiError::data(file, format!("{what}: unsupported dtype `{descr}` (little-endian numbers or bool)"))
     })?;
-    if npy.order() == npyz::Order::Fortran {
-        return Err(ApiError::data(file, format!("{what}: Fortran-order arrays are not supported; save with C order")));
-    }
+    let fortran = npy.order() == npyz::Order::Fortran;
     let shape: Vec<usize> = npy.shape().iter().map(|d| *d as usize).collect();
     let mut bytes = Vec::new();
     let mut reader = npy.into_inner();
@@ -60,7 +58,36 @@ fn from_npy<R: Read>(file: &Path, what: &str, npy: npyz::NpyFile<R>) -> Result<T
         return Err(ApiError::data(file, format!("{what}: truncated data ({} of {expected} bytes)", bytes.len())));
     }
     bytes.truncate(expected);
+    if fortran && shape.len() > 1 {
+        // NumPy writes a column-major (e.g. transposed) array as is; we hold row-major.
+        bytes = fortran_to_c(&bytes, &shape, expected / shape.iter().product::<usize>().max(1));
+    }
     TensorData::from_packed(dtype, shape, bytes).map_err(|e| ApiError::data(file, format!("{what}: {e}")))
+}
+
+/// Reorders the elements (`size` bytes each) of a column-major array of `shape` to row-major.
+fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
+    // Column-major strides, in elements: the first axis varies fastest.
+    let mut strides = vec![1usize; shape.len()];
+    for axis in 1..shape.len() {
+        strides[axis] = strides[axis - 1] * shape[axis - 1];
+    }
+    let count: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = vec![0usize; shape.len()];
+    for _ in 0..count {
+        let at: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>() * size;
+        out.extend_from_slice(&bytes[at..at + size]);
+        // Next row-major index: the last axis varies fastest.
+        for axis in (0..shape.len()).rev() {
+            index[axis] += 1;
+            if index[axis] < shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    out
 }
 
 /// Reads one `.npy` array.
@@ -134,6 +161,29 @@ mod tests {
             write_npy(&p, t).unwrap();
             assert_eq!(&read_npy(&p).unwrap(), t);
         }
+    }
+
+    /// What `np.save("t.npy", np.arange(6, dtype="<f4").reshape(3, 2).T)` writes: a column-major
+    /// [2, 3] array (NumPy saves a transposed array without copying it).
+    #[test]
+    fn fortran_order_arrays_are_read_row_major() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.npy");
+        let mut header = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }".to_string();
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        for v in [0f32, 1.0, 2.0, 3.0, 4.0, 5.0] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        std::fs::write(&p, bytes).unwrap();
+        let t = read_npy(&p).unwrap();
+        assert_eq!(t.shape(), &[2, 3]);
+        assert_eq!(t.to_f32_vec().unwrap(), vec![0.0, 2.0, 4.0, 1.0, 3.0, 5.0]);
     }
 
     #[test]

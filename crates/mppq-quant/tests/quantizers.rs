@@ -62,3 +62,37 @@ fn quantizer_settings_reach_the_configs() {
     let err = quantizer_by_name("int3").err().unwrap().to_string();
     assert!(err.contains("int3") && err.contains("fp8-e5m2"), "{err}");
 }
+
+/// LSTM/GRU/RNN: the default quantizer quantizes W and R per gate row (axis 1) and nothing else
+/// (ORT runs the float cell on dequantized weights; Q/DQ elsewhere would only add rounding).
+#[test]
+fn recurrent_cells_get_weight_only_configs() {
+    use mppq_ir::{Graph, Operation, TensorData};
+    for (ty, gates) in [("LSTM", 4), ("GRU", 3), ("RNN", 1)] {
+        let (hidden, input) = (8usize, 5usize);
+        let mut g = Graph::new(ty);
+        let x = g.ensure_variable("x");
+        g.add_graph_input(x).unwrap();
+        let w = TensorData::from_vec(vec![1, gates * hidden, input], &vec![0.1f32; gates * hidden * input]).unwrap();
+        let r = TensorData::from_vec(vec![1, gates * hidden, hidden], &vec![0.2f32; gates * hidden * hidden]).unwrap();
+        let b = TensorData::from_vec(vec![1, 2 * gates * hidden], &vec![0.0f32; 2 * gates * hidden]).unwrap();
+        let (w, r, b) = (
+            g.add_initializer("w", w).unwrap(),
+            g.add_initializer("r", r).unwrap(),
+            g.add_initializer("b", b).unwrap(),
+        );
+        let y = g.ensure_variable("y");
+        let op = Operation::new(ty, "cell").with_attr("hidden_size", mppq_ir::Attribute::Int(hidden as i64));
+        g.add_operation(op, &[Some(x), Some(w), Some(r), Some(b)], &[Some(y)]).unwrap();
+        g.add_graph_output(y).unwrap();
+        let quantizer = quantizer_by_name("default").unwrap();
+        let ctx = DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types());
+        dispatcher_by_name("allin").unwrap().dispatch(&g, &ctx).unwrap().apply(&mut g).unwrap();
+        init_quantization(&mut g, quantizer.as_ref()).unwrap();
+        let qc = g.operation(g.op_id("cell").unwrap()).unwrap().quant_config.clone().unwrap();
+        let axes: Vec<Option<Option<usize>>> =
+            qc.input_configs.iter().map(|c| c.as_ref().map(|c| c.channel_axis)).collect();
+        assert_eq!(axes, vec![None, Some(Some(1)), Some(Some(1)), None], "{ty}");
+        assert!(qc.output_configs.iter().all(Option::is_none), "{ty}");
+    }
+}

@@ -11,7 +11,7 @@
 //! are the default. What stays float and why (Softmax
 //! probabilities, constant operands of Add/Sub/Mul) is explained at the helpers below.
 use super::Quantizer;
-use super::layout::{SlotKind, configure, passive_bias};
+use super::layout::{SlotKind, configure, input_kind, passive_bias};
 use crate::error::Result;
 use mppq_ir::quant::{ObserverKind, OperationQuantConfig, TargetPrecision, TensorQuantConfig};
 use mppq_ir::{Graph, OpId};
@@ -31,11 +31,14 @@ impl Default for OnnxRuntimeQuantizer {
     }
 }
 
-const TYPES: [&str; 16] = [
+const TYPES: [&str; 19] = [
     "Conv",
     "ConvTranspose",
     "Gemm",
     "MatMul",
+    "LSTM",
+    "GRU",
+    "RNN",
     "Add",
     "Sub",
     "Mul",
@@ -66,6 +69,15 @@ fn from_softmax(graph: &Graph, var: mppq_ir::VarId) -> bool {
 /// constant keeps full precision.
 fn elementwise_constant(op: &mppq_ir::Operation, float_param: bool) -> bool {
     float_param && matches!(op.op_type.as_str(), "Add" | "Sub" | "Mul")
+}
+
+/// Recurrent cells (LSTM, GRU, RNN) get their weights W and R quantized (int8, per row of
+/// gates on axis 1) and nothing else: ONNX Runtime has no QDQ recurrent kernel, so it runs the
+/// float cell on the dequantized weights. Q/DQ on the sequence, the states or the bias would only
+/// add rounding (and ORT's static quantizer leaves these cells float altogether; its dynamic
+/// quantizer quantizes the same two weights).
+fn recurrent(op: &mppq_ir::Operation) -> bool {
+    matches!(op.op_type.as_str(), "LSTM" | "GRU" | "RNN") && op.domain.is_empty()
 }
 
 impl OnnxRuntimeQuantizer {
@@ -106,6 +118,15 @@ impl Quantizer for OnnxRuntimeQuantizer {
         })?;
         // What ORT's fused kernels would compute differently stays float (see the helpers above).
         let op = graph.operation(id)?;
+        if recurrent(op) {
+            for (slot, c) in config.input_configs.iter_mut().enumerate() {
+                if !matches!(input_kind(graph, id, slot)?, SlotKind::Weight { .. }) {
+                    *c = None;
+                }
+            }
+            config.output_configs.iter_mut().for_each(|c| *c = None);
+            return Ok(config);
+        }
         for (slot, var) in op.inputs().iter().enumerate() {
             let Some(var) = var else { continue };
             let float_param = graph.variable(*var)?.value.as_ref().is_some_and(|t| t.dtype().is_float());

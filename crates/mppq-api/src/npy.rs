@@ -170,7 +170,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.npy");
         let mut header = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }".to_string();
-        while (10 + header.len() + 1) % 64 != 0 {
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');

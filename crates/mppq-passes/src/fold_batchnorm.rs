@@ -1,5 +1,6 @@
-//! `fold_batchnorm`: folds inference BatchNormalization into the preceding Conv /
-//! ConvTranspose / Gemm (wraps [`mppq_ir::morph::fold_batchnorm`]). Best run before dispatch;
+//! `fold_batchnorm`: folds inference BatchNormalization, and Mul/Add by per-channel constants,
+//! into the preceding Conv / ConvTranspose / Gemm (wraps [`mppq_ir::morph::fold_batchnorm`] and
+//! [`mppq_ir::morph::channel_affine_to_batchnorm`]). Best run before dispatch;
 //! when run after the quantizer, a bias input the fold adds gets no config (stays float).
 
 use crate::error::{InPass, Result};
@@ -13,7 +14,17 @@ impl Pass for FoldBatchNorm {
     }
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
-        let folded = mppq_ir::morph::fold_batchnorm(ctx.graph).in_pass(self.name())?;
+        // Mul/Add by per-channel constants after a conv are BatchNormalizations in disguise
+        // (PaddlePaddle's conv biases): rewritten, then folded with the real ones, until none is left.
+        let (mut folded, mut affine) = (mppq_ir::morph::fold_batchnorm(ctx.graph).in_pass(self.name())?, 0);
+        loop {
+            let rewritten = mppq_ir::morph::channel_affine_to_batchnorm(ctx.graph).in_pass(self.name())?;
+            if rewritten == 0 {
+                break;
+            }
+            affine += rewritten;
+            folded += mppq_ir::morph::fold_batchnorm(ctx.graph).in_pass(self.name())?;
+        }
         // A fold may add a bias input to an already configured op: keep one config per slot.
         let ids: Vec<_> = ctx.graph.operations().map(|(id, _)| id).collect();
         for id in ids {
@@ -23,7 +34,11 @@ impl Pass for FoldBatchNorm {
                 cfg.input_configs.resize(inputs.max(cfg.input_configs.len()), None);
             }
         }
-        Ok(PassReport::new(self.name(), folded, format!("{folded} BatchNormalization folded")))
+        Ok(PassReport::new(
+            self.name(),
+            folded,
+            format!("{folded} BatchNormalization folded ({affine} of them Mul/Add by per-channel constants)"),
+        ))
     }
 }
 

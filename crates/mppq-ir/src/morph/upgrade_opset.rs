@@ -21,6 +21,7 @@
 //! | 6 | Tile | blocker (`tiles`/`axis` inputs) |
 //! | 7 | Add Sub Mul Div Pow And Or Xor Equal Greater Less | `broadcast`/`axis` dropped; B aligned at `axis` gets trailing unit dimensions (reshaped constant or Unsqueeze; blocker: ranks unknown) |
 //! | 7 | Gemm | `broadcast` dropped |
+//! | 7 | PRelu | a 1-D slope of C > 1 values (per channel before 7) gets trailing unit dimensions (blocker: input rank unknown) |
 //! | 7 | BatchNormalization, Dropout | `is_test` dropped |
 //! | 7 | RNN, GRU, LSTM | `output_sequence` dropped |
 //! | 7 | Upsample | `height_scale`/`width_scale` → `scales` = [1, 1, h, w]; mode bilinear → linear |
@@ -55,7 +56,7 @@
 //! behaviour, new optional inputs/outputs, new types, negative axes): ArgMax/ArgMin 12
 //! `select_last_index`; AveragePool 7 `count_include_pad`, 10 `ceil_mode`, 19 `dilations`;
 //! MaxPool 8 `Indices`/`storage_order`, 10 `ceil_mode`/`dilations`; LpPool 18; Cast 9/13/19
-//! (`saturate` only affects FLOAT8)/21; Max, Min, Sum, Mean 8 (broadcasting); PRelu 7/9/16;
+//! (`saturate` only affects FLOAT8)/21; Max, Min, Sum, Mean 8 (broadcasting); PRelu 9/16;
 //! Concat, Flatten, Gather, OneHot, Compress, Squeeze, Unsqueeze, Split 11 (negative axes);
 //! DepthToSpace 11 `mode` (default DCR); TopK 11 `largest`/`sorted`; Gemm 9/11 (optional C);
 //! QuantizeLinear/DequantizeLinear 13 `axis`, 19, 21 `block_size`/`output_dtype`; Reshape 14
@@ -140,6 +141,13 @@ pub static CHANGES: &[OpsetChange] = &[
         r::legacy_broadcast,
     ),
     OpsetChange::new(&["Gemm"], 7, "`broadcast` removed", no_check, r::gemm_broadcast),
+    OpsetChange::new(
+        &["PRelu"],
+        7,
+        "slope broadcasts the numpy way instead of per channel",
+        r::check_prelu_slope,
+        r::prelu_slope,
+    ),
     OpsetChange::new(&["BatchNormalization", "Dropout"], 7, "`is_test` removed", no_check, r::drop_is_test),
     OpsetChange::new(&["RNN", "GRU", "LSTM"], 7, "`output_sequence` removed", no_check, r::drop_output_sequence),
     OpsetChange::new(

@@ -343,6 +343,33 @@ pub(super) fn legacy_broadcast(g: &mut Graph, env: &Env, id: OpId) -> Result<Opt
     Ok(Some(what))
 }
 
+/// PRelu before 7: a 1-D slope of C > 1 values applies per channel (axis 1); from 7 the slope
+/// broadcasts the numpy way (aligned at the last axis). How many trailing unit dimensions the
+/// slope needs (`None`: none, or not a 1-D slope).
+fn prelu_trailing(g: &Graph, env: &Env, op: &Operation) -> std::result::Result<Option<usize>, String> {
+    let (Some(x), Some(slope)) = (input(op, 0), input(op, 1)) else { return Ok(None) };
+    if env.hints.rank(slope) != Some(1) || const_value(g, slope).is_some_and(|v| v.len() == 1) {
+        return Ok(None);
+    }
+    match env.hints.rank(x) {
+        Some(r) => Ok(r.checked_sub(2).filter(|n| *n > 0)),
+        None => Err("a per-channel slope (before opset 7) on an input of unknown rank: declare the input shape".into()),
+    }
+}
+
+pub(super) fn check_prelu_slope(g: &Graph, env: &Env, op: &Operation) -> Option<String> {
+    prelu_trailing(g, env, op).err()
+}
+
+pub(super) fn prelu_slope(g: &mut Graph, env: &Env, id: OpId) -> Result<Option<String>> {
+    let op = g.operation(id)?;
+    let Some(n) = prelu_trailing(g, env, op).map_err(|m| err(g, op, m))? else { return Ok(None) };
+    let slope = input(op, 1).ok_or_else(|| err(g, op, "has no slope"))?;
+    let slope = unsqueeze_trailing(g, env, id, slope, n)?;
+    g.set_op_input(id, 1, Some(slope))?;
+    Ok(Some(format!("per-channel slope given {n} trailing unit dimension(s)")))
+}
+
 /// Gemm before 7: `broadcast` allowed C to broadcast; from 7 it always may.
 pub(super) fn gemm_broadcast(g: &mut Graph, _: &Env, id: OpId) -> Result<Option<String>> {
     drop_attr(g, id, "broadcast")

@@ -46,9 +46,16 @@ enum Command {
         /// Only cases whose id (suite/name) contains this.
         #[arg(long)]
         filter: Option<String>,
-        /// List every blocked and unchecked conversion.
+        /// List every blocked and unchecked conversion (with --model: every rewrite).
         #[arg(long, short)]
         verbose: bool,
+        /// Instead: convert this model to opset 13 and compare ONNX Runtime on the original and
+        /// the converted model on random inputs (repeatable).
+        #[arg(long = "model")]
+        models: Vec<PathBuf>,
+        /// Input shape for --model, `NAME=D0,D1,...` (unknown dimensions default to 1).
+        #[arg(long = "shape")]
+        shapes: Vec<String>,
     },
     /// Run ONNX's backend test data through the executor and compare with the stored outputs.
     Conformance {
@@ -132,8 +139,8 @@ fn main() -> Result<()> {
                 std::process::exit(1)
             }
         }
-        Command::OpsetUpgrade { data, filter, verbose } => {
-            if opset_upgrade::run(&opset_upgrade::Options { data, filter, verbose })? {
+        Command::OpsetUpgrade { data, filter, verbose, models, shapes } => {
+            if opset_upgrade::run(&opset_upgrade::Options { data, filter, verbose, models, shapes })? {
                 Ok(())
             } else {
                 std::process::exit(1)

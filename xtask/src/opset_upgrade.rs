@@ -25,6 +25,51 @@ pub struct Options {
     pub filter: Option<String>,
     /// List the cases ORT could not check, and every blocker.
     pub verbose: bool,
+    /// Instead of the test data: convert these models to opset 13 and compare ORT on the
+    /// original and the converted model on random inputs.
+    pub models: Vec<PathBuf>,
+    /// `NAME=D0,D1,...`: the shape of input NAME for `models` (unknown dimensions default to 1).
+    pub shapes: Vec<String>,
+}
+
+/// `--model`: converts each model to opset 13 and prints ORT's largest output difference
+/// between the original and the converted model on random inputs (`python/ort_pair.py`).
+fn run_models(opts: &Options) -> Result<bool> {
+    let python = pyenv::python()?;
+    let out = tempfile::tempdir()?;
+    let mut green = true;
+    for (i, path) in opts.models.iter().enumerate() {
+        let started = std::time::Instant::now();
+        let mut model = mppq_onnx::load_model(path)?;
+        let upgrade = match mppq_onnx::upgrade_model(&mut model, 13) {
+            Ok(u) => u,
+            Err(e) => {
+                println!("{}: {e}", path.display());
+                green = false;
+                continue;
+            }
+        };
+        let converted = out.path().join(format!("{i}.onnx"));
+        mppq_onnx::save_model(&model, &converted, &Default::default())?;
+        let seconds = started.elapsed().as_secs_f64();
+        let mut cmd = Command::new(&python);
+        cmd.arg(pyenv::script("ort_pair.py")).arg(path).arg(&converted);
+        for s in &opts.shapes {
+            cmd.args(["--shape", s]);
+        }
+        let output = cmd.output().context("running ort_pair.py")?;
+        let report = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        if !output.status.success() {
+            green = false;
+            println!("{}: {upgrade}; ORT: {report} {}", path.display(), String::from_utf8_lossy(&output.stderr).trim());
+            continue;
+        }
+        println!("{}: {upgrade} ({seconds:.2} s); ORT original vs converted: {report}", path.display());
+        for r in upgrade.rewrites.iter().filter(|_| opts.verbose) {
+            println!("    {r}");
+        }
+    }
+    Ok(green)
 }
 
 /// One model with its test data.
@@ -157,6 +202,9 @@ fn tally(counts: &mut [usize; 4], verdict: Verdict) {
 }
 
 pub fn run(opts: &Options) -> Result<bool> {
+    if !opts.models.is_empty() {
+        return run_models(opts);
+    }
     let started = std::time::Instant::now();
     let root = backend_tests::data_dir(opts.data.as_deref())?;
     let python = pyenv::python()?;

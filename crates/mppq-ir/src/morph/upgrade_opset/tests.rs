@@ -445,3 +445,27 @@ fn every_change_is_in_order_and_documented() {
         }
     }
 }
+
+#[test]
+fn ranks_are_carried_through_transpose_and_computed_shapes() {
+    // x [2, 3, 4] → Shape → Concat([.., 1]) → Reshape(x, ·): rank 4; Transpose(perm of 4) keeps it.
+    let mut g = Graph::new("g");
+    let x = g.add_variable(Variable::new("x")).unwrap();
+    g.variable_mut(x).unwrap().ty = Some(ValueType::tensor(DataType::Float, [2, 3, 4].map(Dim::Known).to_vec()));
+    g.add_graph_input(x).unwrap();
+    let one = g.add_initializer("one", TensorData::from_vec(vec![1], &[1i64]).unwrap()).unwrap();
+    let [shape, target, r, t, y] =
+        ["shape", "target", "r", "t", "y"].map(|n| g.add_variable(Variable::new(n)).unwrap());
+    g.add_operation(Operation::new("Shape", "shape").with_opset(12), &[Some(x)], &[Some(shape)]).unwrap();
+    let concat = Operation::new("Concat", "concat").with_opset(12).with_attr("axis", Attribute::Int(0));
+    g.add_operation(concat, &[Some(shape), Some(one)], &[Some(target)]).unwrap();
+    g.add_operation(Operation::new("Reshape", "reshape").with_opset(12), &[Some(x), Some(target)], &[Some(r)]).unwrap();
+    let transpose = Operation::new("Transpose", "tr").with_opset(12).with_attr("perm", ints_attr(&[0, 2, 1, 3]));
+    g.add_operation(transpose, &[Some(r)], &[Some(t)]).unwrap();
+    let sm = Operation::new("Softmax", "sm").with_opset(12).with_attr("axis", Attribute::Int(3));
+    let id = g.add_operation(sm, &[Some(t)], &[Some(y)]).unwrap();
+    g.add_graph_output(y).unwrap();
+    upgrade_opset(&mut g, 12, 13).unwrap();
+    assert_eq!(g.operation(id).unwrap().attr_int("axis", 0).unwrap(), -1);
+    assert_eq!(g.num_operations(), 5, "no Flatten/Reshape added");
+}

@@ -15,7 +15,8 @@ pub const QUANTIZATION_OPSET: i64 = 13;
 /// stays as it is: the exports that need the newer opset refuse it in their preflight, naming
 /// the operation and what would fix it.
 pub fn upgrade_for_quantization(model: &mut Model) -> Option<OpsetUpgrade> {
-    let from = model.opset("").unwrap_or(1);
+    // A model without default-domain import has nothing to convert.
+    let from = model.opset("")?;
     if from >= QUANTIZATION_OPSET || !mppq_ir::morph::blockers(&model.graph, from, QUANTIZATION_OPSET).is_empty() {
         return None;
     }

@@ -65,7 +65,7 @@ impl ModelQuantizer {
         let exporters = resolve_exporters(&setting, &platform.exporters())?;
         setting.budget.validate()?;
         setting.pipeline.validate()?;
-        let opset_upgrade = crate::upgrade::upgrade_for_quantization(&mut model);
+        let opset_upgrade = crate::upgrade::upgrade_for_quantization(&mut model)?;
         Ok(Self {
             platform,
             model,

@@ -13,12 +13,13 @@ pub const QUANTIZATION_OPSET: i64 = 13;
 /// Converts `model` to [`QUANTIZATION_OPSET`] when it is older and every operation can be
 /// converted; returns what was rewritten. A model with an operation that cannot be converted
 /// stays as it is: the exports that need the newer opset refuse it in their preflight, naming
-/// the operation and what would fix it.
-pub fn upgrade_for_quantization(model: &mut Model) -> Option<OpsetUpgrade> {
+/// the operation and what would fix it. An error is a malformed operation (an attribute of the
+/// wrong kind) met while converting.
+pub fn upgrade_for_quantization(model: &mut Model) -> crate::Result<Option<OpsetUpgrade>> {
     // A model without default-domain import has nothing to convert.
-    let from = model.opset("")?;
+    let Some(from) = model.opset("") else { return Ok(None) };
     if from >= QUANTIZATION_OPSET || !mppq_ir::morph::blockers(&model.graph, from, QUANTIZATION_OPSET).is_empty() {
-        return None;
+        return Ok(None);
     }
-    mppq_onnx::upgrade_model(model, QUANTIZATION_OPSET).ok()
+    Ok(Some(mppq_onnx::upgrade_model(model, QUANTIZATION_OPSET)?))
 }

@@ -182,7 +182,7 @@ pub fn export_all(
 /// as quantization did, so the JSON's names match either way.
 pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes::PipelineSetting) -> Result<()> {
     let json = read_quant_json(path)?;
-    crate::upgrade::upgrade_for_quantization(model);
+    crate::upgrade::upgrade_for_quantization(model)?;
     if pipeline.fusion.constant_fold {
         mppq_ir::morph::fold_constants(&mut model.graph)?;
     }

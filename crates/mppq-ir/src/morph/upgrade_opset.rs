@@ -398,7 +398,8 @@ fn collect_blockers(graph: &Graph, from: i64, to: i64, out: &mut Vec<OpsetBlocke
 /// the way are rewritten (see [`CHANGES`]), new operations are written at `to`, and every
 /// default-domain operation ends with `opset = to` (never lowered). Refuses, leaving the graph
 /// untouched, with [`IrError::OpsetBlocked`] when [`blockers`] finds an operation it cannot
-/// convert. The model's opset import is the caller's to update.
+/// convert. An attribute of the wrong kind met while rewriting is an error too (the graph is then
+/// partly converted). The model's opset import is the caller's to update.
 pub fn upgrade_opset(graph: &mut Graph, from: i64, to: i64) -> Result<OpsetUpgrade> {
     let blocked = blockers(graph, from, to);
     if !blocked.is_empty() {

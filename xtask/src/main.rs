@@ -4,6 +4,7 @@
 mod backend_tests;
 mod bench;
 mod conformance;
+mod opset_upgrade;
 mod optimize_table;
 mod proto;
 mod pyenv;
@@ -35,6 +36,26 @@ enum Command {
         /// Only compare IRs; do not run ONNX Runtime.
         #[arg(long)]
         skip_ort: bool,
+    },
+    /// Convert every old-opset backend-test model (and generated old-opset cases) to opsets 13
+    /// and 21 with the opset upgrade and check the results in ONNX Runtime.
+    OpsetUpgrade {
+        /// Backend test data directory (default ../shared/onnx-backend-tests).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Only cases whose id (suite/name) contains this.
+        #[arg(long)]
+        filter: Option<String>,
+        /// List every blocked and unchecked conversion (with --model: every rewrite).
+        #[arg(long, short)]
+        verbose: bool,
+        /// Instead: convert this model to opset 13 and compare ONNX Runtime on the original and
+        /// the converted model on random inputs (repeatable).
+        #[arg(long = "model")]
+        models: Vec<PathBuf>,
+        /// Input shape for --model, `NAME=D0,D1,...` (unknown dimensions default to 1).
+        #[arg(long = "shape")]
+        shapes: Vec<String>,
     },
     /// Run ONNX's backend test data through the executor and compare with the stored outputs.
     Conformance {
@@ -113,6 +134,13 @@ fn main() -> Result<()> {
         Command::GenProto => proto::gen_proto(),
         Command::Roundtrip { data, skip_ort } => {
             if roundtrip::run(data.as_deref(), skip_ort)? {
+                Ok(())
+            } else {
+                std::process::exit(1)
+            }
+        }
+        Command::OpsetUpgrade { data, filter, verbose, models, shapes } => {
+            if opset_upgrade::run(&opset_upgrade::Options { data, filter, verbose, models, shapes })? {
                 Ok(())
             } else {
                 std::process::exit(1)

@@ -5,7 +5,8 @@
 //! own dispatcher/quantizer/operators/exporter bundle), the quantization run ([`quantize`]: the
 //! seeds' `load_quantizer` → `quantize` → `export`, and the one-call [`quantize_onnx_model`]),
 //! its setting file ([`setting`]), the exporter registry and built-in exporters ([`export`]) and
-//! error analysis ([`analyse`]). The CLI in
+//! error analysis ([`analyse`]); models older than opset 13 are converted when loaded for
+//! quantization ([`upgrade`]). The CLI in
 //! `src/bin/mppq.rs` is a thin layer over these functions.
 //!
 //! The lower crates are re-exported, so a user crate can depend on `mppq-api` alone.
@@ -24,6 +25,7 @@ pub mod quantize;
 mod registry;
 pub mod run;
 pub mod setting;
+pub mod upgrade;
 
 pub use calib::CalibrationSet;
 pub use error::{ApiError, Result};

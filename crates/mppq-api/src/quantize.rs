@@ -35,6 +35,8 @@ pub struct ModelQuantizer {
     pub budget: Option<crate::budget::BudgetReport>,
     /// The exporters [`Self::export_to`] runs, with their options (checked up front).
     exporters: Vec<(Arc<dyn Exporter>, ExportOptions)>,
+    /// What converting a model older than opset 13 rewrote when it was loaded ([`crate::upgrade`]).
+    pub opset_upgrade: Option<mppq_ir::morph::OpsetUpgrade>,
 }
 
 /// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
@@ -54,7 +56,7 @@ pub fn ignored_scope(items: &[String]) -> IgnoredScope {
 }
 
 impl ModelQuantizer {
-    pub fn new(platform: Arc<dyn Platform>, model: Model, setting: QuantizeSetting) -> Result<Self> {
+    pub fn new(platform: Arc<dyn Platform>, mut model: Model, setting: QuantizeSetting) -> Result<Self> {
         let quantizer: Arc<dyn Quantizer> = platform.quantizer(&setting.quantizer)?.into();
         let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
         dispatcher_by_name(&dispatcher)?;
@@ -63,6 +65,7 @@ impl ModelQuantizer {
         let exporters = resolve_exporters(&setting, &platform.exporters())?;
         setting.budget.validate()?;
         setting.pipeline.validate()?;
+        let opset_upgrade = crate::upgrade::upgrade_for_quantization(&mut model)?;
         Ok(Self {
             platform,
             model,
@@ -75,6 +78,7 @@ impl ModelQuantizer {
             float_reference: None,
             budget: None,
             exporters,
+            opset_upgrade,
         })
     }
 
@@ -222,6 +226,8 @@ pub struct JobSummary {
     /// (what, path) of every file written.
     pub files: Vec<(String, PathBuf)>,
     pub seconds: f64,
+    /// The opset conversion done when the model was loaded, if any.
+    pub opset_upgrade: Option<mppq_ir::morph::OpsetUpgrade>,
 }
 
 impl JobSummary {
@@ -300,6 +306,7 @@ fn summary(
         budget: q.budget.clone(),
         files,
         seconds: started.elapsed().as_secs_f64(),
+        opset_upgrade: q.opset_upgrade.clone(),
     }
 }
 

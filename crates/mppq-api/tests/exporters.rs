@@ -70,34 +70,81 @@ fn bad_export_settings_are_refused_before_calibration() {
     assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "nothing written");
 }
 
-/// A model the QDQ export cannot raise to opset 13 (a Squeeze with an `axes` attribute, opset
-/// 12) is refused once its configs exist, before calibration starts.
-#[test]
-fn an_export_that_would_fail_is_refused_before_calibration() {
-    use mppq_api::ir::{Attribute, Graph, Model, Operation, TensorData, Variable};
-    let mut g = Graph::new("squeeze_at_12");
+/// `Conv → op` at `opset`, saved with a 2-batch calibration folder; returns (model, calib).
+fn conv_then(
+    dir: &std::path::Path,
+    op: mppq_api::ir::Operation,
+    extra: Vec<(&str, mppq_api::ir::TensorData)>,
+    opset: i64,
+) -> (PathBuf, PathBuf) {
+    use mppq_api::ir::{Graph, Model, Operation, TensorData, Variable};
+    let mut g = Graph::new("old_opset");
     let x = g.add_variable(Variable::new("x")).unwrap();
     g.add_graph_input(x).unwrap();
     let w = g.add_initializer("w", TensorData::from_vec(vec![4, 3, 1, 1], &[0.5f32; 12]).unwrap()).unwrap();
     let (c, y) = (g.add_variable(Variable::new("c")).unwrap(), g.add_variable(Variable::new("y")).unwrap());
-    g.add_operation(Operation::new("Conv", "conv"), &[Some(x), Some(w)], &[Some(c)]).unwrap();
-    let squeeze = Operation::new("Squeeze", "squeeze").with_attr("axes", Attribute::Ints(vec![0]));
-    g.add_operation(squeeze, &[Some(c)], &[Some(y)]).unwrap();
+    g.add_operation(Operation::new("Conv", "conv").with_opset(opset), &[Some(x), Some(w)], &[Some(c)]).unwrap();
+    let mut inputs = vec![Some(c)];
+    for (name, value) in extra {
+        inputs.push(Some(g.add_initializer(name, value).unwrap()));
+    }
+    g.add_operation(op.with_opset(opset), &inputs, &[Some(y)]).unwrap();
     g.add_graph_output(y).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let model_path = dir.path().join("m.onnx");
-    mppq_onnx::save_model(&Model::new(g, 12), &model_path, &Default::default()).unwrap();
-    let calib = dir.path().join("calib");
+    let model_path = dir.join("m.onnx");
+    mppq_onnx::save_model(&Model::new(g, opset), &model_path, &Default::default()).unwrap();
+    let calib = dir.join("calib");
     std::fs::create_dir(&calib).unwrap();
-    let batch = TensorData::from_vec(vec![1, 3, 4, 4], &[0.25f32; 48]).unwrap();
-    mppq_api::npy::write_npy(&calib.join("b0.npy"), &batch).unwrap();
+    for b in 0..2 {
+        let batch = TensorData::from_vec(vec![1, 3, 4, 4], &[0.25f32 * (b + 1) as f32; 48]).unwrap();
+        mppq_api::npy::write_npy(&calib.join(format!("b{b}.npy")), &batch).unwrap();
+    }
+    (model_path, calib)
+}
 
+/// A model below opset 13 (a Squeeze with an `axes` attribute, opset 12) is converted when
+/// loaded: it quantizes, and the QDQ export is at opset 13 with the axes as an input.
+#[test]
+fn an_old_opset_model_is_converted_and_exported() {
+    use mppq_api::ir::{Attribute, Operation};
+    let dir = tempfile::tempdir().unwrap();
+    let squeeze = Operation::new("Squeeze", "squeeze").with_attr("axes", Attribute::Ints(vec![0]));
+    let (model, calib) = conv_then(dir.path(), squeeze, Vec::new(), 12);
+    let out = dir.path().join("out");
+    let job =
+        quantize_to_dir(&model, &calib, QuantizeSetting::default(), &out, &mut mppq_api::passes::NoProgress).unwrap();
+    assert_eq!(job.opset_upgrade.unwrap().to_string(), "opset 12 → 13: rewrote 1 Squeeze");
+    let qdq = mppq_onnx::load_model(out.join("model.qdq.onnx")).unwrap();
+    assert_eq!(qdq.opset(""), Some(13));
+    let (_, sq) = qdq.graph.operations().find(|(_, o)| o.op_type == "Squeeze").unwrap();
+    assert!(sq.attr("axes").is_none() && sq.inputs()[1].is_some());
+}
+
+/// A model the QDQ export cannot raise to opset 13 (a Resize with `tf_half_pixel_for_nn` in
+/// linear mode, opset 11, which has no form at 13) is refused once its configs exist, before
+/// calibration starts.
+#[test]
+fn an_export_that_would_fail_is_refused_before_calibration() {
+    use mppq_api::ir::{Attribute, Operation, TensorData};
+    let dir = tempfile::tempdir().unwrap();
+    let resize = Operation::new("Resize", "resize")
+        .with_attr("mode", Attribute::String(b"linear".to_vec()))
+        .with_attr("coordinate_transformation_mode", Attribute::String(b"tf_half_pixel_for_nn".to_vec()));
+    let extra = vec![
+        ("roi", TensorData::from_vec::<f32>(vec![0], &[]).unwrap()),
+        ("scales", TensorData::from_vec(vec![4], &[1.0f32, 1.0, 2.0, 2.0]).unwrap()),
+    ];
+    let (model_path, calib) = conv_then(dir.path(), resize, extra, 11);
     let mut progress = mppq_api::passes::RecordingProgress::default();
     let out = dir.path().join("out");
     let err = quantize_to_dir(&model_path, &calib, QuantizeSetting::default(), &out, &mut progress)
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("export_preflight") && err.contains("`squeeze` (Squeeze)"), "{err}");
+    assert!(
+        err.contains("export_preflight")
+            && err.contains("`resize` (Resize, opset 11)")
+            && err.contains("tf_half_pixel_for_nn"),
+        "{err}"
+    );
     assert!(!progress.events.iter().any(|e| e.contains("calibration")), "{:?}", progress.events);
 }

@@ -41,4 +41,10 @@ pub enum IrError {
     Extract { graph: String, message: String },
     #[error("morph `{morph}` on `{op}`: {message}")]
     Morph { morph: &'static str, op: String, message: String },
+    /// [`crate::morph::upgrade_opset`] met operations it cannot convert.
+    #[error(
+        "cannot convert graph `{graph}` from opset {from} to {to}: {}",
+        .blockers.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    OpsetBlocked { graph: String, from: i64, to: i64, blockers: Vec<crate::morph::OpsetBlocker> },
 }

@@ -3,14 +3,15 @@
 //!
 //! It owns the prost types generated from the ONNX schema kept in this crate ([`proto`]), the
 //! conversions of tensors, types and attributes, model [`load`] with validation (every problem a
-//! typed [`OnnxError`] naming the file and the node or field), and atomic model [`save`] with
-//! external data for large models.
+//! typed [`OnnxError`] naming the file and the node or field), atomic model [`save`] with
+//! external data for large models, and raising a model's opset ([`opset`]).
 
 pub mod attribute;
 pub mod error;
 pub mod export;
 pub mod external;
 pub mod load;
+pub mod opset;
 pub mod proto;
 pub mod save;
 pub mod tensor;
@@ -19,6 +20,7 @@ pub mod value_type;
 
 pub use error::{OnnxError, Result};
 pub use load::{decode_tensor_file, load_model, load_model_from_bytes};
+pub use opset::upgrade_model;
 pub use save::{ExternalData, SaveOptions, model_to_bytes, save_model};
 
 /// Highest IR version this crate writes (ONNX Runtime 1.31 loads IR ≤ 13).

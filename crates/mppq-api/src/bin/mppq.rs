@@ -318,6 +318,13 @@ fn run(cli: Cli) -> Result<()> {
 
 /// What a quantize/analyse run prints: files written, then (unless quiet) the error summary.
 fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
+    // The conversion changes the deployed model's opset and operations.
+    if let Some(u) = job.opset_upgrade.as_ref().filter(|_| !quiet) {
+        println!("note: model converted from {u}");
+        for r in u.rewrites.iter().filter(|_| verbose) {
+            println!("  {r}");
+        }
+    }
     if verbose {
         if let Some(d) = &job.dispatch {
             print!("{d}");

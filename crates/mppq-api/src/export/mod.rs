@@ -177,10 +177,12 @@ pub fn export_all(
 }
 
 /// Puts the configs of a quant JSON (written by the `quant-json` exporter) back on a float model:
-/// the original model or the fused `model.float.onnx` — the structural fusions of `pipeline`
-/// (constant and BN folding) are applied first, as quantization did, so the JSON's names match either way.
+/// the original model or the fused `model.float.onnx` — the opset conversion of a model older
+/// than 13 and the structural fusions of `pipeline` (constant and BN folding) are applied first,
+/// as quantization did, so the JSON's names match either way.
 pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes::PipelineSetting) -> Result<()> {
     let json = read_quant_json(path)?;
+    crate::upgrade::upgrade_for_quantization(model)?;
     if pipeline.fusion.constant_fold {
         mppq_ir::morph::fold_constants(&mut model.graph)?;
     }

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::{Attribute, Graph, OpId, Operation, TensorData};
 
 /// The value of a Constant node, if it is a dense numeric one.
-fn constant_value(op: &Operation) -> Result<Option<TensorData>> {
+pub(crate) fn constant_value(op: &Operation) -> Result<Option<TensorData>> {
     let Some((name, value)) = op.attributes.iter().next() else { return Ok(None) };
     Ok(match (name.as_str(), value) {
         ("value", Attribute::Tensor(t)) => Some(t.clone()),

@@ -21,9 +21,10 @@ pub enum ExportError {
     #[error("operation `{op}` ({op_type}), tensor `{tensor}`: {message}")]
     Unsupported { op: String, op_type: String, tensor: String, message: String },
     #[error(
-        "cannot raise the opset from {from} to {to} (needed for {why}): operation `{op}` ({op_type}) changed meaning at opset {changed}; convert the model to a newer opset first"
+        "cannot raise the opset from {from} to {to} (needed for {why}): {}",
+        .blockers.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
-    Opset { from: i64, to: i64, why: String, op: String, op_type: String, changed: i64 },
+    Opset { from: i64, to: i64, why: String, blockers: Vec<mppq_ir::morph::OpsetBlocker> },
     #[error("quantization JSON `{file}`: {message}")]
     Json { file: String, message: String },
     #[error(transparent)]

@@ -310,87 +310,30 @@ fn add_pair(g: &mut Graph, src: VarId, dst: VarId, c: &TensorQuantConfig, f: QFo
     Ok(())
 }
 
-/// Operations whose meaning changed between opsets (an attribute became an input or was
-/// removed), by the opset where it changed and the attribute that marks the old form.
-const OPSET_BREAKS: [(&str, i64, &str); 17] = [
-    ("Slice", 10, "starts"),
-    ("TopK", 10, "k"),
-    ("Clip", 11, "min"),
-    ("Clip", 11, "max"),
-    ("Pad", 11, "pads"),
-    ("Squeeze", 13, "axes"),
-    ("Unsqueeze", 13, "axes"),
-    ("ReduceSum", 13, "axes"),
-    ("Split", 13, "split"),
-    ("ReduceMean", 18, "axes"),
-    ("ReduceMax", 18, "axes"),
-    ("ReduceMin", 18, "axes"),
-    ("ReduceProd", 18, "axes"),
-    ("ReduceL1", 18, "axes"),
-    ("ReduceL2", 18, "axes"),
-    ("ReduceLogSum", 18, "axes"),
-    ("ReduceLogSumExp", 18, "axes"),
-];
-
-/// Whether `op` means something else at opset `to` than at `from`, beyond [`OPSET_BREAKS`]:
-/// returns the opset where it changed.
-fn changes_meaning(op: &Operation, from: i64, to: i64) -> Option<i64> {
-    let crosses = |at: i64| from < at && to >= at;
-    for (ty, changed, attr) in OPSET_BREAKS {
-        if op.op_type == ty && crosses(changed) && op.attr(attr).is_some() {
-            return Some(changed);
-        }
-    }
-    match op.op_type.as_str() {
-        // ReduceSumSquare's axes became an input at 18 as well.
-        "ReduceSumSquare" if crosses(18) && op.attr("axes").is_some() => Some(18),
-        // Before 13 these flatten to 2-D around `axis` (default 1); from 13 they work along
-        // `axis` (default -1). Only axis = -1 means the same in both.
-        "Softmax" | "LogSoftmax" | "Hardmax" if crosses(13) && op.attr_int("axis", 1).ok() != Some(-1) => Some(13),
-        // Split without a `split` input divides into equal parts; from 18 that needs `num_outputs`.
-        "Split" if crosses(18) && op.outputs().len() > 1 && op.inputs().get(1).copied().flatten().is_none() => Some(18),
-        "Upsample" if crosses(10) => Some(10),
-        _ => None,
-    }
-}
-
-/// Refuses raising `graph` from opset `from` to `to` when an operation's meaning changed on the way.
+/// Refuses raising `graph` from opset `from` to `to` when an operation cannot be converted
+/// (the blockers of [`mppq_ir::morph::upgrade_opset`]).
 fn check_raise(graph: &Graph, from: i64, to: i64, why: &str) -> Result<()> {
-    for (_, op) in graph.operations() {
-        if !op.domain.is_empty() && op.domain != "ai.onnx" {
-            continue;
-        }
-        if let Some(changed) = changes_meaning(op, from, to) {
-            return Err(ExportError::Opset {
-                from,
-                to,
-                why: why.into(),
-                op: op.name.clone(),
-                op_type: op.op_type.clone(),
-                changed,
-            });
-        }
+    let blockers = mppq_ir::morph::blockers(graph, from, to);
+    if blockers.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    Err(ExportError::Opset { from, to, why: why.into(), blockers })
 }
 
+/// Converts the model to opset `to` (the operations whose meaning changed are rewritten).
 fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
     let from = model.opset("").unwrap_or(1);
     if to <= from {
         return Ok(());
     }
     check_raise(&model.graph, from, to, why)?;
-    let ids: Vec<OpId> = model.graph.operations().filter(|(_, o)| o.domain.is_empty()).map(|(id, _)| id).collect();
-    for id in ids {
-        model.graph.operation_mut(id)?.opset = to;
-    }
-    model.opset_imports.insert(String::new(), to);
+    crate::opset::upgrade_model(model, to)?;
     Ok(())
 }
 
 /// What can be checked before calibration: the opset the export will need (from `min_opset` and
 /// the formats of the configs already on the operations) can be reached from the model's opset
-/// (`from`) without an operation changing meaning. Calibration of a large model takes minutes;
+/// (`from`): every operation whose meaning changed on the way can be converted. Calibration of a large model takes minutes;
 /// this refusal then comes first.
 pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<()> {
     let mut to = options.min_opset.max(from);
@@ -805,18 +748,24 @@ mod tests {
     }
 
     #[test]
-    fn opset_raise_refuses_ops_whose_meaning_changed() {
+    fn opset_raise_converts_ops_whose_meaning_changed() {
+        // A ReduceMean with an `axes` attribute (opset 11) in a 16-bit export (opset 21): the axes
+        // become an input.
         let mut m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (16, 65535));
         let g = &mut m.graph;
         let z = g.var_named("z").unwrap();
         let r = g.add_variable(Variable::new("r")).unwrap();
         let op = Operation::new("ReduceMean", "mean").with_attr("axes", Attribute::Ints(vec![1]));
         g.add_operation(op, &[Some(z)], &[Some(r)]).unwrap();
-        let err = export_qdq(&m, &QdqOptions::default()).unwrap_err().to_string();
-        assert!(err.contains("`mean` (ReduceMean)") && err.contains("18") && err.contains("from 11 to 21"), "{err}");
+        let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+        assert_eq!(out.opset(""), Some(21));
+        let mean = &ops(&out.graph, "ReduceMean")[0];
+        assert!(mean.attr("axes").is_none() && mean.opset == 21);
+        let axes = out.graph.variable(mean.inputs()[1].unwrap()).unwrap().value.clone().unwrap();
+        assert_eq!(axes.to_i64_vec().unwrap(), [1]);
 
-        // Softmax before 13 flattens around axis 1; only axis = -1 keeps its meaning.
-        for (axis, ok) in [(None, false), (Some(1), false), (Some(-1), true)] {
+        // Softmax before 13 flattens around axis 1: rewritten whatever its axis.
+        for axis in [None, Some(1), Some(-1)] {
             let mut m = with_relu_output(|c| (c.num_of_bits, c.quant_max) = (16, 65535));
             let g = &mut m.graph;
             let z = g.var_named("z").unwrap();
@@ -826,14 +775,31 @@ mod tests {
                 op = op.with_attr("axis", Attribute::Int(a));
             }
             g.add_operation(op, &[Some(z)], &[Some(r)]).unwrap();
-            match export_qdq(&m, &QdqOptions::default()) {
-                Ok(out) => assert!(ok && out.opset("") == Some(21), "{axis:?}"),
-                Err(e) => assert!(
-                    !ok && e.to_string().contains("`sm` (Softmax) changed meaning at opset 13"),
-                    "{axis:?}: {e}"
-                ),
-            }
+            let out = export_qdq(&m, &QdqOptions::default()).unwrap();
+            assert_eq!(ops(&out.graph, "Flatten").len(), usize::from(axis != Some(-1)), "{axis:?}");
+            assert_eq!(ops(&out.graph, "Softmax")[0].attr_int("axis", 0).unwrap(), -1);
         }
+    }
+
+    #[test]
+    fn opset_raise_refuses_what_cannot_be_converted() {
+        // BatchNormalization with per-element statistics (spatial = 0) has no form from opset 9.
+        let mut m = model();
+        m.opset_imports.insert(String::new(), 8);
+        let g = &mut m.graph;
+        let z = g.var_named("z").unwrap();
+        let r = g.add_variable(Variable::new("r")).unwrap();
+        let bn = Operation::new("BatchNormalization", "bn").with_opset(8).with_attr("spatial", Attribute::Int(0));
+        g.add_operation(bn, &[Some(z)], &[Some(r)]).unwrap();
+        let err = export_qdq(&m, &QdqOptions::default()).unwrap_err().to_string();
+        assert!(
+            err.contains("from 8 to 13 (needed for per-channel Q/DQ)")
+                && err.contains("`bn` (BatchNormalization, opset 8)")
+                && err.contains("spatial"),
+            "{err}"
+        );
+        let pre = preflight_qdq(&m.graph, 8, &QdqOptions::default()).unwrap_err().to_string();
+        assert_eq!(pre, err);
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub mod fold_constants;
 pub mod guard;
 pub mod init_quantization;
 pub mod isotone_calibration;
+pub mod mixed_range_concat;
 #[cfg(test)]
 mod optimisation_tests;
 pub mod parameter_baking;

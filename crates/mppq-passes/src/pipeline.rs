@@ -11,6 +11,7 @@ use crate::fold_constants::FoldConstants;
 use crate::guard::{Guard, GuardOutcome, GuardState};
 use crate::init_quantization::InitQuantization;
 use crate::isotone_calibration::IsotoneCalibration;
+use crate::mixed_range_concat::MixedRangeConcat;
 use crate::parameter_baking::ParameterBaking;
 use crate::parameter_quantize::ParameterQuantize;
 use crate::pass::{Pass, PassContext, PassReport};
@@ -97,6 +98,9 @@ impl Pipeline {
             setting: calibration.calibration_setting(),
             observer: calibration.observer,
         }));
+        if setting.runs("mixed_range_concat", setting.mixed_range_concat.enabled) {
+            passes.push(Box::new(MixedRangeConcat { setting: setting.mixed_range_concat.clone() }));
+        }
         let a = &setting.alignment;
         passes.push(Box::new(QuantAlignment {
             concat: a.concat,
@@ -278,6 +282,7 @@ mod tests {
                 "isotone_calibration",
                 "parameter_quantize",
                 "runtime_calibration",
+                "mixed_range_concat",
                 "quant_alignment",
                 "passive_parameter_quantize"
             ]
@@ -301,6 +306,7 @@ mod tests {
                 "isotone_calibration",
                 "parameter_quantize",
                 "runtime_calibration",
+                "mixed_range_concat",
                 "quant_alignment",
                 "passive_parameter_quantize",
                 "parameter_baking"

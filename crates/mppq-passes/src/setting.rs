@@ -7,6 +7,7 @@ use crate::equalization::EqualizationSetting;
 use crate::error::{PassError, Result};
 use crate::guard::GuardOptions;
 use crate::isotone_calibration::IsotoneSetting;
+use crate::mixed_range_concat::MixedRangeConcatSetting;
 use crate::quant_alignment::{ConcatMode, QuantAlignment};
 use crate::range_search::RangeSearchSetting;
 use crate::smooth_quant::SmoothQuantSetting;
@@ -39,6 +40,7 @@ pub struct PipelineSetting {
     pub smooth_quant: SmoothQuantSetting,
     pub range_search: RangeSearchSetting,
     pub bias_correction: BiasCorrectionSetting,
+    pub mixed_range_concat: MixedRangeConcatSetting,
 }
 
 /// The guard of the optimisation passes (see `mppq_passes::guard`).
@@ -72,6 +74,7 @@ pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("smooth_quant", 2),
     ("range_search", 2),
     ("bias_correction", 2),
+    ("mixed_range_concat", 1),
 ];
 
 /// The highest `optimize` level mppq has passes for (3, the training passes, is not built yet).
@@ -94,6 +97,7 @@ impl Default for PipelineSetting {
             smooth_quant: SmoothQuantSetting::default(),
             range_search: RangeSearchSetting::default(),
             bias_correction: BiasCorrectionSetting::default(),
+            mixed_range_concat: MixedRangeConcatSetting::default(),
         }
     }
 }

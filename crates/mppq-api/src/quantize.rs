@@ -66,6 +66,8 @@ impl ModelQuantizer {
         setting.budget.validate()?;
         setting.pipeline.validate()?;
         let opset_upgrade = crate::upgrade::upgrade_for_quantization(&mut model)?;
+        // Configs, reports and the quantization JSON name operations: each needs its own name.
+        model.graph.name_operations();
         Ok(Self {
             platform,
             model,

@@ -50,6 +50,41 @@ impl Graph {
     }
 
     /// A name based on `base` that no operation uses yet.
+    /// Gives every operation without a name, or with a name an earlier one has, a fresh one
+    /// (`<OpType>_<n>`), in this graph and its sub-graphs; returns how many were renamed. Exports
+    /// may leave node names empty, but configs, reports and quantization JSON key operations by
+    /// name.
+    pub fn name_operations(&mut self) -> usize {
+        let mut renamed = 0;
+        let mut seen = std::collections::HashSet::new();
+        let ids: Vec<OpId> = self.operations.keys().copied().collect();
+        for id in ids {
+            let (name, op_type) = match self.operations.get(&id) {
+                Some(op) => (op.name.clone(), op.op_type.clone()),
+                None => continue,
+            };
+            if name.is_empty() || !seen.insert(name.clone()) {
+                let fresh = (0..)
+                    .map(|i| format!("{op_type}_{i}"))
+                    .find(|n| !seen.contains(n) && !self.operations.values().any(|o| &o.name == n))
+                    .unwrap_or_default();
+                seen.insert(fresh.clone());
+                if let Some(op) = self.operations.get_mut(&id) {
+                    op.name = fresh;
+                }
+                renamed += 1;
+            }
+        }
+        for op in self.operations.values_mut() {
+            for a in op.attributes.values_mut() {
+                if let crate::attribute::Attribute::Graph(body) = a {
+                    renamed += body.name_operations();
+                }
+            }
+        }
+        renamed
+    }
+
     pub fn fresh_op_name(&self, base: &str) -> String {
         let taken = |n: &str| self.operations.values().any(|o| o.name == n);
         if !taken(base) {
@@ -443,5 +478,23 @@ mod tests {
         g.add_operation(Operation::new("Relu", "dead"), &[Some(x)], &[Some(w)]).unwrap();
         assert_eq!(g.remove_dead_code(), 1);
         assert!(g.var_id("dead_out").is_none());
+    }
+}
+
+#[cfg(test)]
+mod naming_tests {
+    use crate::graph::{Graph, Operation};
+
+    #[test]
+    fn unnamed_and_repeated_operations_get_fresh_names() {
+        let mut g = Graph::new("g");
+        let vars: Vec<_> = ["a", "b", "c", "d"].iter().map(|n| g.ensure_variable(n)).collect();
+        g.add_operation(Operation::new("Relu", ""), &[Some(vars[0])], &[Some(vars[1])]).unwrap();
+        g.add_operation(Operation::new("Relu", "Relu_0"), &[Some(vars[1])], &[Some(vars[2])]).unwrap();
+        g.add_operation(Operation::new("Relu", "Relu_0"), &[Some(vars[2])], &[Some(vars[3])]).unwrap();
+        assert_eq!(g.name_operations(), 2);
+        let names: Vec<&str> = g.operations().map(|(_, o)| o.name.as_str()).collect();
+        assert_eq!(names, ["Relu_1", "Relu_0", "Relu_2"]);
+        assert_eq!(g.name_operations(), 0, "idempotent");
     }
 }

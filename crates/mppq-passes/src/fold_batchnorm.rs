@@ -8,23 +8,29 @@ use crate::pass::{Pass, PassContext, PassReport};
 
 pub struct FoldBatchNorm;
 
+/// Folds every BatchNormalization, and every Mul/Add by per-channel constants after a conv
+/// (BatchNormalizations in disguise: PaddlePaddle's conv biases), into the computing op before
+/// it, until none is left: (folded, how many of them were Mul/Add). Also what a quantization
+/// JSON is applied after, so its names match.
+pub fn fold_all(graph: &mut mppq_ir::Graph) -> mppq_ir::Result<(usize, usize)> {
+    let (mut folded, mut affine) = (mppq_ir::morph::fold_batchnorm(graph)?, 0);
+    loop {
+        let rewritten = mppq_ir::morph::channel_affine_to_batchnorm(graph)?;
+        if rewritten == 0 {
+            return Ok((folded, affine));
+        }
+        affine += rewritten;
+        folded += mppq_ir::morph::fold_batchnorm(graph)?;
+    }
+}
+
 impl Pass for FoldBatchNorm {
     fn name(&self) -> &'static str {
         "fold_batchnorm"
     }
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
-        // Mul/Add by per-channel constants after a conv are BatchNormalizations in disguise
-        // (PaddlePaddle's conv biases): rewritten, then folded with the real ones, until none is left.
-        let (mut folded, mut affine) = (mppq_ir::morph::fold_batchnorm(ctx.graph).in_pass(self.name())?, 0);
-        loop {
-            let rewritten = mppq_ir::morph::channel_affine_to_batchnorm(ctx.graph).in_pass(self.name())?;
-            if rewritten == 0 {
-                break;
-            }
-            affine += rewritten;
-            folded += mppq_ir::morph::fold_batchnorm(ctx.graph).in_pass(self.name())?;
-        }
+        let (folded, affine) = fold_all(ctx.graph).in_pass(self.name())?;
         // A fold may add a bias input to an already configured op: keep one config per slot.
         let ids: Vec<_> = ctx.graph.operations().map(|(id, _)| id).collect();
         for id in ids {

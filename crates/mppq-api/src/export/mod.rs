@@ -183,11 +183,12 @@ pub fn export_all(
 pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes::PipelineSetting) -> Result<()> {
     let json = read_quant_json(path)?;
     crate::upgrade::upgrade_for_quantization(model)?;
+    model.graph.name_operations();
     if pipeline.fusion.constant_fold {
         mppq_ir::morph::fold_constants(&mut model.graph)?;
     }
     if pipeline.fusion.bn_fold {
-        mppq_ir::morph::fold_batchnorm(&mut model.graph)?;
+        mppq_passes::fold_batchnorm::fold_all(&mut model.graph)?;
     }
     apply_quant_json(&mut model.graph, &json).map_err(|e| ApiError::Setting(format!("{}: {e}", path.display())))
 }

@@ -48,6 +48,11 @@ def describe(e: BaseException) -> str:
         tb = traceback.extract_tb(e.__traceback__)
         if tb:
             msg = f"at {Path(tb[-1].filename).name}:{tb[-1].lineno} `{(tb[-1].line or '').strip()}`"
+    # ONNX Runtime's invalid-model message: keep the node and the reason
+    bad = re.search(r'In Node, \("([^"]*)", (\w+),.*?Error (.*)$', msg)
+    if bad:
+        msg = f"ONNX Runtime refuses the model: node `{bad[1]}` ({bad[2]}): {bad[3]}"
+    msg = re.sub(r"Load model from \S+ failed:", "", msg)
     return f"{type(e).__name__}: {msg}"[:300]
 
 
@@ -56,7 +61,8 @@ def write_batches(dir_: Path, batches):
     for old in dir_.glob("batch_*.npz"):
         old.unlink()
     for i, b in enumerate(batches):
-        np.savez(dir_ / f"batch_{i:03}.npz", **{k: np.ascontiguousarray(v) for k, v in b.items()})
+        # np.array, not np.ascontiguousarray: the latter turns a scalar input (silero's `sr`) into [1]
+        np.savez(dir_ / f"batch_{i:03}.npz", **{k: np.array(v, order="C") for k, v in b.items()})
 
 
 def opset_of(path):
@@ -95,7 +101,7 @@ def prepare_one(store: corpus.Store, m: corpus.Model, stamp: str):
 def cmd_prepare(args):
     store = corpus.Store(Path(args.root))
     ids = args.models.split(",") if args.models else list(corpus.MODELS)
-    stamp = hashlib.sha256(Path(corpus.__file__).read_bytes()).hexdigest()[:16]
+    stamp = hashlib.sha256(Path(corpus.__file__).read_bytes() + Path(__file__).read_bytes()).hexdigest()[:16]
     manifest = []
     for i in ids:
         m = corpus.MODELS.get(i)
@@ -255,8 +261,8 @@ def _graphs(g):
 
 
 def weight_ops(path):
-    """(weight ops whose weight comes from a DequantizeLinear, weight ops whose weight is constant),
-    counted over the graph and every If/Loop subgraph."""
+    """(weight ops whose weight is a DequantizeLinear of a constant, weight ops whose weight is a
+    constant or a dequantized constant), over the graph and every If/Loop subgraph."""
     import onnx
     m = onnx.load(str(path))
     producer, consts = {}, set()
@@ -274,25 +280,32 @@ def weight_ops(path):
             return source(n.input[0], depth + 1)
         return n, name
 
+    def is_const(name):
+        p, name = source(name)
+        return name in consts or (p is not None and p.op_type == "Constant")
+
+    def kind(name):
+        """'q' for a DequantizeLinear of a constant (a quantized weight), 'c' for a float constant."""
+        p, src = source(name)
+        if p is not None and p.op_type == "DequantizeLinear":
+            q = producer.get(p.input[0])
+            if q is not None and q.op_type == "QuantizeLinear":  # Q/DQ of a float constant (folded at load)
+                return "q" if is_const(q.input[0]) else None
+            return "q" if is_const(p.input[0]) else None
+        return "c" if is_const(name) else None
+
     quantized = constant = 0
     for g in _graphs(m.graph):
         for n in g.node:
             idx = WEIGHT_INPUTS.get(n.op_type)
             if not idx or len(n.input) <= idx[0]:
                 continue
-            p, name = source(n.input[idx[0]])
-            if p is not None and p.op_type == "DequantizeLinear":
-                quantized += 1
-            elif name in consts or (p is not None and p.op_type == "Constant"):
-                constant += 1
-            elif n.op_type in ("MatMul",) and len(n.input) > 0:
-                p0, name0 = source(n.input[0])
-                if p0 is not None and p0.op_type == "DequantizeLinear" and (
-                        p0.input[0] in consts or (producer.get(p0.input[0]) is not None and producer[p0.input[0]].op_type == "Constant")):
-                    quantized += 1
-                elif name0 in consts:
-                    constant += 1
-    return quantized, constant
+            k = kind(n.input[idx[0]])
+            if k is None and n.op_type == "MatMul":  # a constant left operand
+                k = kind(n.input[0])
+            quantized += k == "q"
+            constant += k == "c"
+    return quantized, quantized + constant
 
 
 def run_model(path, batches):
@@ -395,8 +408,8 @@ def cmd_evaluate(args):
     files = batch_files(meta["eval"])
     batches = [load_batch(f) for f in files]
     ref_sess, ref = run_model(meta["model"], batches)
-    fq, ftotal = weight_ops(meta["model"])
-    result = {"id": args.id, "float_weight_ops": ftotal, "float_dequantized_weight_ops": fq, "exports": {}}
+    _, ftotal = weight_ops(meta["model"])
+    result = {"id": args.id, "float_weight_ops": ftotal, "exports": {}}
     stream = None
     if m.stream == "silero":
         stream = np.load(root / "batches" / args.id / meta["extra"]["stream"])

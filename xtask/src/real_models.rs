@@ -179,7 +179,8 @@ fn run_model(python: &Path, mppq: &Path, meta: &Value, peers: &[String], timeout
         return Ok(result);
     }
     let model = PathBuf::from(meta["model"].as_str().unwrap_or_default());
-    let (calib, eval) = (PathBuf::from(meta["calib"].as_str().unwrap_or_default()), meta["eval"].as_str().unwrap_or_default());
+    let (calib, eval) =
+        (PathBuf::from(meta["calib"].as_str().unwrap_or_default()), meta["eval"].as_str().unwrap_or_default());
     let runs = workspace_root().join("target/corpus/runs").join(&id);
     if runs.exists() {
         std::fs::remove_dir_all(&runs)?;
@@ -192,7 +193,16 @@ fn run_model(python: &Path, mppq: &Path, meta: &Value, peers: &[String], timeout
         python,
         &runs.join("mppq.json"),
         timeout_s,
-        &[mppq.as_os_str(), "quantize".as_ref(), model.as_os_str(), "--calib".as_ref(), calib.as_os_str(), "-o".as_ref(), out.as_os_str(), "--quiet".as_ref()],
+        &[
+            mppq.as_os_str(),
+            "quantize".as_ref(),
+            model.as_os_str(),
+            "--calib".as_ref(),
+            calib.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--quiet".as_ref(),
+        ],
     )?;
     let mut exports = Vec::new();
     let mut sim_error = None;
@@ -204,7 +214,17 @@ fn run_model(python: &Path, mppq: &Path, meta: &Value, peers: &[String], timeout
             python,
             &runs.join("mppq-sim.json"),
             timeout_s,
-            &[mppq.as_os_str(), "run".as_ref(), model.as_os_str(), "--input".as_ref(), eval.as_ref(), "--quant-config".as_ref(), quant.as_os_str(), "-o".as_ref(), sim.as_os_str()],
+            &[
+                mppq.as_os_str(),
+                "run".as_ref(),
+                model.as_os_str(),
+                "--input".as_ref(),
+                eval.as_ref(),
+                "--quant-config".as_ref(),
+                quant.as_os_str(),
+                "-o".as_ref(),
+                sim.as_os_str(),
+            ],
         )?;
         if !r.ok {
             sim_error = Some(format!("mppq run failed: {}", r.error.unwrap_or_default()));
@@ -224,7 +244,19 @@ fn run_model(python: &Path, mppq: &Path, meta: &Value, peers: &[String], timeout
             python,
             &runs.join(format!("{peer}.json")),
             timeout_s,
-            &[python.as_os_str(), corpus_script().as_os_str(), "peer".as_ref(), "--tool".as_ref(), peer.as_ref(), "--model".as_ref(), model.as_os_str(), "--calib".as_ref(), calib.as_os_str(), "--out".as_ref(), out.as_os_str()],
+            &[
+                python.as_os_str(),
+                corpus_script().as_os_str(),
+                "peer".as_ref(),
+                "--tool".as_ref(),
+                peer.as_ref(),
+                "--model".as_ref(),
+                model.as_os_str(),
+                "--calib".as_ref(),
+                calib.as_os_str(),
+                "--out".as_ref(),
+                out.as_os_str(),
+            ],
         )?;
         let note = std::fs::read_to_string(out.join("peer.json"))
             .ok()
@@ -299,14 +331,10 @@ fn cell(text: &str) -> String {
 /// The table rows of one model.
 fn rows(m: &ModelResult) -> Vec<String> {
     let head = format!("{} {} (opset {})", m.id, m.name, m.opset.map_or("?".into(), |o| o.to_string()));
-    if let Some(e) = &m.error {
-        if m.tools.is_empty() {
-            return vec![format!("| {} | — | harness: {} | | | | | | |", cell(&head), cell(e))];
-        }
-    }
-    m.tools
-        .iter()
-        .map(|t| {
+    let harness = m.error.as_ref().map(|e| format!("| {} | — | **harness**: {} | | | | | | |", cell(&head), cell(e)));
+    harness
+        .into_iter()
+        .chain(m.tools.iter().map(|t| {
             let model = if t.tool == "mppq" { cell(&head) } else { String::new() };
             let (result, snr, metric, ops) = match &t.error {
                 Some(e) => (format!("**failed**: {}", cell(e)), String::new(), String::new(), String::new()),
@@ -326,7 +354,7 @@ fn rows(m: &ModelResult) -> Vec<String> {
                 "| {model} | {} | {result} | {snr} | {metric} | {ops} | {:.1} | {:.0} | {sim} |",
                 t.tool, t.quantize_s, t.peak_rss_mb
             )
-        })
+        }))
         .collect()
 }
 
@@ -352,11 +380,8 @@ pub fn run(opts: &Options) -> Result<bool> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let models: Vec<String> = if opts.ci {
-        CI_MODELS.iter().map(|m| m.to_string()).collect()
-    } else {
-        opts.models.clone()
-    };
+    let models: Vec<String> =
+        if opts.ci { CI_MODELS.iter().map(|m| m.to_string()).collect() } else { opts.models.clone() };
 
     let corpus = root.join("target/corpus");
     std::fs::create_dir_all(&corpus)?;
@@ -416,7 +441,13 @@ pub fn run(opts: &Options) -> Result<bool> {
     );
     let harness_ok = results.iter().all(|r| r.error.is_none());
     if let Some(path) = &opts.json {
-        let report = Report { mppq: mppq.display().to_string(), mppq_version: version, peers: opts.peers.clone(), total_s, models: results };
+        let report = Report {
+            mppq: mppq.display().to_string(),
+            mppq_version: version,
+            peers: opts.peers.clone(),
+            total_s,
+            models: results,
+        };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     }
     Ok(harness_ok)

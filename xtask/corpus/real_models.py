@@ -262,36 +262,41 @@ def _graphs(g):
 
 def weight_ops(path):
     """(weight ops whose weight is a DequantizeLinear of a constant, weight ops whose weight is a
-    constant or a dequantized constant), over the graph and every If/Loop subgraph."""
+    constant or a dequantized constant), over the graph and every If/Loop subgraph. A constant is
+    an initializer, a Constant node, or computed from constants only (Silero's LSTM weights are
+    Slice/Concat/Unsqueeze of Constant nodes)."""
     import onnx
     m = onnx.load(str(path))
-    producer, consts = {}, set()
+    producer, inits = {}, set()
     for g in _graphs(m.graph):
-        consts.update(i.name for i in g.initializer)
+        inits.update(i.name for i in g.initializer)
         for n in g.node:
             for o in n.output:
                 producer[o] = n
-            if n.op_type == "Constant":
-                consts.update(n.output)
+    memo = {}
 
-    def source(name, depth=0):
-        n = producer.get(name)
-        if n is not None and n.op_type in PASS_THROUGH and depth < 8 and n.input:
-            return source(n.input[0], depth + 1)
-        return n, name
+    def is_const(name, depth=0):
+        if name not in memo:
+            p = producer.get(name)
+            if p is None:
+                memo[name] = name in inits
+            elif p.op_type == "Constant":
+                memo[name] = True
+            elif depth > 64 or not p.input or p.op_type.startswith("Random"):
+                memo[name] = False
+            else:
+                memo[name] = all(is_const(i, depth + 1) for i in p.input if i)
+        return memo[name]
 
-    def is_const(name):
-        p, name = source(name)
-        return name in consts or (p is not None and p.op_type == "Constant")
-
-    def kind(name):
+    def kind(name, depth=0):
         """'q' for a DequantizeLinear of a constant (a quantized weight), 'c' for a float constant."""
-        p, src = source(name)
+        p = producer.get(name)
         if p is not None and p.op_type == "DequantizeLinear":
-            q = producer.get(p.input[0])
-            if q is not None and q.op_type == "QuantizeLinear":  # Q/DQ of a float constant (folded at load)
-                return "q" if is_const(q.input[0]) else None
             return "q" if is_const(p.input[0]) else None
+        if p is not None and p.op_type in PASS_THROUGH and p.input and depth < 8:
+            k = kind(p.input[0], depth + 1)
+            if k == "q":
+                return k
         return "c" if is_const(name) else None
 
     quantized = constant = 0

@@ -232,7 +232,7 @@ fn run_model(python: &Path, mppq: &Path, meta: &Value, peers: &[String], timeout
     }
     result.tools.push(ToolResult {
         tool: "mppq".into(),
-        error: q.error.clone().filter(|_| !q.ok).or_else(|| (!q.ok).then(|| "failed".into())),
+        error: (!q.ok).then(|| q.error.clone().unwrap_or_else(|| "failed".into())),
         quantize_s: q.wall_s,
         peak_rss_mb: q.peak_rss_mb,
         ..Default::default()

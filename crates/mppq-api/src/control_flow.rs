@@ -130,10 +130,17 @@ fn quantize_branch(
     batches: Vec<Vec<(String, TensorData)>>,
     progress: &mut dyn ProgressSink,
 ) -> Result<(Graph, (usize, usize))> {
-    let mut promoted = Vec::new();
+    // Captured constants (weights of the enclosing graph) come in as constants, so the branch's
+    // passes see weights and can compute what is derived from them; the rest become inputs.
+    let outer = &q.model.graph;
+    let (mut promoted, mut copied) = (Vec::new(), Vec::new());
     for name in body.captured_names() {
         let var = body.ensure_variable(&name);
-        if !body.is_graph_input(var) {
+        let constant = outer.var_id(&name).and_then(|v| outer.variable(v).ok()?.value.clone());
+        if let Some(value) = constant {
+            body.variable_mut(var)?.value = Some(value);
+            copied.push(name);
+        } else if !body.is_graph_input(var) {
             body.add_graph_input(var)?;
             promoted.push(var);
         }
@@ -156,6 +163,20 @@ fn quantize_branch(
     let mut graph = std::mem::take(&mut sub.model.graph);
     for var in promoted {
         graph.remove_graph_input(var)?;
+    }
+    // A copied constant still read here keeps a name of its own (a sub-graph must not shadow an
+    // enclosing name); one the passes folded away is dropped.
+    for name in copied {
+        let Some(var) = graph.var_id(&name) else { continue };
+        if graph.consumers(var).is_empty() && !graph.is_graph_output(var) {
+            graph.remove_variable(var)?;
+        } else {
+            let fresh = (0..)
+                .map(|i| format!("{name}_in_{}_{i}", capture.op))
+                .find(|n| outer.var_id(n).is_none() && graph.var_id(n).is_none())
+                .unwrap_or_default();
+            graph.rename_variable(var, &fresh)?;
+        }
     }
     let count = count_quantized(&graph);
     Ok((graph, count))

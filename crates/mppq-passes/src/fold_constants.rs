@@ -1,11 +1,95 @@
 //! `fold_constants`: Constant nodes become initializers (wraps
 //! [`mppq_ir::morph::fold_constants`]), first in the pipeline, so weights stored in Constant nodes
-//! are weights for BatchNormalization folding, dispatch and the quantizers alike.
+//! are weights for BatchNormalization folding, dispatch and the quantizers alike. Then every
+//! operation that reads only initializers is computed once and replaced by its result: Silero
+//! VAD slices and unsqueezes its LSTM weights out of Constant nodes at run time, which keeps them
+//! activations (float) instead of weights.
 
 use crate::error::{InPass, Result};
 use crate::pass::{Pass, PassContext, PassReport};
+use mppq_ir::{Attribute, Graph, OpId, Operation};
 
 pub struct FoldConstants;
+
+/// Results larger than this many elements stay computed at run time (a ConstantOfShape or Tile
+/// of constants can be huge; the model file should not grow by it).
+const MAX_FOLDED_ELEMENTS: usize = 1 << 22;
+
+/// Whether `op` gives the same outputs for the same inputs, needs no sub-graph, and reads only
+/// initializers (at least one).
+fn computable(graph: &Graph, op: &Operation) -> bool {
+    const RANDOM: [&str; 6] =
+        ["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"];
+    let default_domain = op.domain.is_empty() || op.domain == "ai.onnx";
+    default_domain
+        && !RANDOM.contains(&op.op_type.as_str())
+        && !op.attributes.values().any(|a| matches!(a, Attribute::Graph(_) | Attribute::Graphs(_)))
+        && op.inputs().iter().flatten().next().is_some()
+        && op.inputs().iter().flatten().all(|v| graph.variable(*v).is_ok_and(|v| v.value.is_some()))
+        && op.outputs().iter().flatten().all(|v| !graph.is_graph_output(*v))
+}
+
+/// Computes the constant operations in graph order (each result can feed the next); returns how
+/// many were replaced by initializers.
+fn propagate(ctx: &mut PassContext<'_>) -> Result<usize> {
+    let mut folded = 0;
+    for id in ctx.graph.topological_order().in_pass("fold_constants")? {
+        let Ok(op) = ctx.graph.operation(id) else { continue };
+        if !computable(ctx.graph, op) {
+            continue;
+        }
+        let Some(values) = evaluate(ctx, id)? else { continue };
+        let outputs: Vec<_> = ctx.graph.operation(id).in_pass("fold_constants")?.outputs().to_vec();
+        ctx.graph.remove_operation(id).in_pass("fold_constants")?;
+        // The executor returns the present outputs, in order.
+        for (var, value) in outputs.into_iter().flatten().zip(values) {
+            ctx.graph.variable_mut(var).in_pass("fold_constants")?.value = Some(value);
+        }
+        folded += 1;
+    }
+    Ok(folded)
+}
+
+/// Runs operation `id` alone on its constant inputs; `None` when it cannot run here or its
+/// result is too large to store.
+fn evaluate(ctx: &PassContext<'_>, id: OpId) -> Result<Option<Vec<mppq_ir::TensorData>>> {
+    let op = ctx.graph.operation(id).in_pass("fold_constants")?;
+    let mut alone = Graph::new("constant");
+    let mut inputs = Vec::new();
+    for v in op.inputs() {
+        inputs.push(match v {
+            Some(v) => {
+                let var = ctx.graph.variable(*v).in_pass("fold_constants")?;
+                let Some(value) = var.value.clone() else { return Ok(None) };
+                Some(alone.add_initializer(var.name.clone(), value).in_pass("fold_constants")?)
+            }
+            None => None,
+        });
+    }
+    let outputs: Vec<_> =
+        op.outputs().iter().map(|v| v.map(|v| alone.ensure_variable(ctx.graph.var_name(v)))).collect();
+    let mut copy = op.clone();
+    copy.quant_config = None;
+    if alone.add_operation(copy, &inputs, &outputs).is_err() {
+        return Ok(None);
+    }
+    for v in outputs.iter().flatten() {
+        alone.add_graph_output(*v).in_pass("fold_constants")?;
+    }
+    // An operation our executor cannot build or run here simply stays.
+    let Ok(exec) = mppq_exec::Executor::new(&alone, ctx.registry, ctx.device, ctx.opsets) else { return Ok(None) };
+    let Ok(results) = exec.run(vec![], &mut []) else { return Ok(None) };
+    let mut values = Vec::with_capacity(results.len());
+    for (_, value) in results {
+        let Some(tensor) = value.as_tensor() else { return Ok(None) };
+        if tensor.numel() > MAX_FOLDED_ELEMENTS {
+            return Ok(None);
+        }
+        let Ok(data) = tensor.to_data() else { return Ok(None) };
+        values.push(data);
+    }
+    Ok(Some(values))
+}
 
 impl Pass for FoldConstants {
     fn name(&self) -> &'static str {
@@ -13,8 +97,13 @@ impl Pass for FoldConstants {
     }
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
-        let folded = mppq_ir::morph::fold_constants(ctx.graph).in_pass(self.name())?;
-        Ok(PassReport::new(self.name(), folded, format!("{folded} Constant nodes made initializers")))
+        let nodes = mppq_ir::morph::fold_constants(ctx.graph).in_pass(self.name())?;
+        let computed = propagate(ctx)?;
+        Ok(PassReport::new(
+            self.name(),
+            nodes + computed,
+            format!("{nodes} Constant nodes made initializers, {computed} operations on constants computed"),
+        ))
     }
 }
 
@@ -38,6 +127,34 @@ mod tests {
         )
         .unwrap();
         g
+    }
+
+    /// Silero VAD's pattern: the weight is computed from a constant at run time
+    /// (Constant → Unsqueeze → Conv): computed once, it is an initializer, hence a weight.
+    #[test]
+    fn operations_on_constants_are_computed_once() {
+        let mut g = conv_relu_conv();
+        let w = g.var_id("conv2.w").unwrap();
+        let value = g.variable_mut(w).unwrap().value.take().unwrap();
+        let flat = mppq_ir::TensorData::from_vec(vec![value.len()], &value.to_vec::<f32>().unwrap()).unwrap();
+        let shape: Vec<i64> = value.shape().iter().map(|d| *d as i64).collect();
+        let (packed, dims) = (g.ensure_variable("w_flat"), g.ensure_variable("w_shape"));
+        g.add_operation(
+            Operation::new("Constant", "w_flat_const").with_attr("value", Attribute::Tensor(flat)),
+            &[],
+            &[Some(packed)],
+        )
+        .unwrap();
+        g.variable_mut(dims).unwrap().value = Some(mppq_ir::TensorData::from_vec(vec![shape.len()], &shape).unwrap());
+        g.add_operation(Operation::new("Reshape", "w_reshape"), &[Some(packed), Some(dims)], &[Some(w)]).unwrap();
+        let mut h = Harness::new(g);
+        let x = h.input("x", &[1, 2, 4, 4], 1.0);
+        let before = h.run_fp32(&x);
+        let report = h.run_pass(&mut FoldConstants);
+        assert_eq!(report.changed, 2, "{report}");
+        assert!(h.graph.operations().all(|(_, op)| op.op_type != "Reshape"));
+        assert!(h.graph.variable(h.graph.var_id("conv2.w").unwrap()).unwrap().value.is_some());
+        assert_eq!(h.run_fp32(&x), before);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use anyhow::{Context, Result, bail};
 use mppq_api::QuantizeSetting;
+use mppq_ir::quant::ObserverKind;
 use mppq_quant::metrics::snr_db;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -55,11 +56,15 @@ struct Variant {
 const VARIANTS: &[Variant] = &[
     Variant { name: "level 0 (calibration only)", apply: |s| s.pipeline.optimize = 0 },
     Variant { name: "level 1 (default)", apply: |s| s.pipeline.optimize = 1 },
+    Variant { name: "level 1 − range_search", apply: |s| s.pipeline.range_search.enabled = Some(false) },
     Variant { name: "level 1 + equalization", apply: |s| s.pipeline.equalization.enabled = Some(true) },
     Variant { name: "level 1 + ssd_equalization", apply: |s| s.pipeline.ssd_equalization.enabled = Some(true) },
     Variant { name: "level 1 + channel_split", apply: |s| s.pipeline.channel_split.enabled = Some(true) },
     Variant { name: "level 1 + smooth_quant", apply: |s| s.pipeline.smooth_quant.enabled = Some(true) },
-    Variant { name: "level 1 + range_search", apply: |s| s.pipeline.range_search.enabled = Some(true) },
+    Variant {
+        name: "level 1 + range_search mse",
+        apply: |s| s.pipeline.range_search.observers = Some(vec![ObserverKind::Mse, ObserverKind::Percentile]),
+    },
     Variant { name: "level 1 + bias_correction", apply: |s| s.pipeline.bias_correction.enabled = Some(true) },
     Variant { name: "level 2", apply: |s| s.pipeline.optimize = 2 },
 ];

@@ -39,8 +39,15 @@ fn level_2_is_never_worse_than_level_1_and_every_pass_says_what_it_did() {
         assert!(b >= a - 0.01, "{model}: level 2 {b:.2} dB < level 1 {a:.2} dB");
         for pass in ["equalization", "smooth_quant", "range_search", "bias_correction"] {
             assert!(two.pass_reports.iter().any(|r| r.starts_with(pass)), "{model}: no report of {pass}");
+        }
+        for pass in ["equalization", "smooth_quant", "bias_correction"] {
             assert!(!one.pass_reports.iter().any(|r| r.starts_with(pass)), "{model}: {pass} ran at level 1");
         }
+        // Level 1 tries the percentile observer, level 2 also mse.
+        let searched = |job: &mppq_api::quantize::JobSummary| {
+            job.pass_reports.iter().filter(|r| r.starts_with("range_search")).count()
+        };
+        assert_eq!((searched(&one), searched(&two)), (1, 2), "{model}");
     }
 }
 

@@ -216,7 +216,10 @@ fn range_search_keeps_the_observer_that_helps_and_reports_it() {
         (snr_db(&reference, &h.sim_over(&feeds)), reports)
     };
     let (base, _) = run(&PipelineSetting { optimize: 0, ..PipelineSetting::default() });
-    let setting = PipelineSetting::from_json(r#"{"optimize": 0, "range_search": {"enabled": true}}"#).unwrap();
+    let setting = PipelineSetting::from_json(
+        r#"{"optimize": 0, "range_search": {"enabled": true, "observers": ["mse", "percentile"]}}"#,
+    )
+    .unwrap();
     let (searched, reports) = run(&setting);
     let lines: Vec<String> = reports.iter().filter(|r| r.pass == "range_search").map(|r| r.to_string()).collect();
     assert_eq!(lines.len(), 2, "{lines:?}");

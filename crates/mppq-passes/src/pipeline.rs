@@ -88,8 +88,8 @@ impl Pipeline {
             passes.push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone() }));
         }
         if setting.runs("range_search", setting.range_search.enabled) {
-            for observer in &setting.range_search.observers {
-                passes.push(Box::new(RangeSearch { observer: *observer }));
+            for observer in setting.range_search.observers_at(setting.optimize) {
+                passes.push(Box::new(RangeSearch { observer }));
             }
         }
         let calibration = &setting.calibration;
@@ -280,6 +280,7 @@ mod tests {
                 "quant_fusion",
                 "redundant_quant_simplify",
                 "isotone_calibration",
+                "range_search",
                 "parameter_quantize",
                 "runtime_calibration",
                 "mixed_range_concat",
@@ -304,6 +305,7 @@ mod tests {
             names(&s),
             [
                 "isotone_calibration",
+                "range_search",
                 "parameter_quantize",
                 "runtime_calibration",
                 "mixed_range_concat",

@@ -12,18 +12,24 @@ use mppq_ir::quant::ObserverKind;
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `range_search` (settings section `range_search`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RangeSearchSetting {
-    /// On or off; absent: on from `optimize` level 2.
+    /// On or off; absent: on from `optimize` level 1.
     pub enabled: Option<bool>,
-    /// The observers to try, in order.
-    pub observers: Vec<ObserverKind>,
+    /// The observers to try, in order; absent: `percentile` at level 1 (one more calibration
+    /// run), `mse` and `percentile` from level 2 (`mse` searches every tensor's range: slow).
+    pub observers: Option<Vec<ObserverKind>>,
 }
 
-impl Default for RangeSearchSetting {
-    fn default() -> Self {
-        Self { enabled: None, observers: vec![ObserverKind::Mse, ObserverKind::Percentile] }
+impl RangeSearchSetting {
+    /// The observers tried at `optimize` level `level`.
+    pub fn observers_at(&self, level: u8) -> Vec<ObserverKind> {
+        match &self.observers {
+            Some(list) => list.clone(),
+            None if level >= 2 => vec![ObserverKind::Mse, ObserverKind::Percentile],
+            None => vec![ObserverKind::Percentile],
+        }
     }
 }
 

@@ -72,7 +72,7 @@ pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("ssd_equalization", BY_NAME_ONLY),
     ("channel_split", BY_NAME_ONLY),
     ("smooth_quant", 2),
-    ("range_search", 2),
+    ("range_search", 1),
     ("bias_correction", 2),
     ("mixed_range_concat", 1),
 ];

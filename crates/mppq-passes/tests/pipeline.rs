@@ -205,8 +205,10 @@ fn calibration_reports_progress_per_batch() {
     let registry = OpRegistry::builtin();
     let mut progress = RecordingProgress::default();
     let mut ctx = PassContext::new(&mut graph, &registry, &device, &|_| 17, &batches, &mut progress);
+    // Without the range search, whose guard recalibrates once per candidate.
     let setting = PipelineSetting {
         fusion: mppq_passes::FusionSetting { constant_fold: false, bn_fold: false, ..Default::default() },
+        range_search: mppq_passes::range_search::RangeSearchSetting { enabled: Some(false), ..Default::default() },
         ..Default::default()
     };
     run_pipeline(&mut ctx, &mut Pipeline::from_setting(&setting).unwrap()).unwrap();

@@ -146,11 +146,14 @@ impl PanelSource for Im2col<'_> {
                 let lo = ((-ix0).max(0) as usize).div_ceil(sw).min(len);
                 let hi = ((wd as isize - ix0).max(0) as usize).div_ceil(sw).clamp(lo, len);
                 zero_row(out, kc, kk, j, lo);
-                let first = (ix0 + (lo * sw) as isize) as usize;
-                if sw == 1 {
-                    put_row(out, kc, kk, j + lo, &src[first..][..hi - lo]);
-                } else if hi > lo {
-                    put_row_strided(out, kc, kk, j + lo, &src[first..], sw, hi - lo);
+                // A run wholly in the right padding (ix0 past the row) reads nothing.
+                if hi > lo {
+                    let first = (ix0 + (lo * sw) as isize) as usize;
+                    if sw == 1 {
+                        put_row(out, kc, kk, j + lo, &src[first..][..hi - lo]);
+                    } else {
+                        put_row_strided(out, kc, kk, j + lo, &src[first..], sw, hi - lo);
+                    }
                 }
                 zero_row(out, kc, kk, j + hi, len - hi);
             }
@@ -223,6 +226,12 @@ mod tests {
             geometry([1, 5, 6, 11], [9, 5, 1, 1], 1, [2, 2], [1, 1], [(0, 0); 2]),
             // Padding wider than the kernel reach: whole rows and columns of zeros.
             geometry([1, 2, 3, 3], [4, 2, 2, 2], 1, [1, 1], [1, 1], [(3, 2), (2, 3)]),
+            // Columns reading two or more past the row's end, stride 1 (PP-OCRv4 rec's
+            // right-padded 1-wide kernels: this indexed past the input row).
+            // A block of columns starting inside a row's right padding (rows of 43 outputs, 40 of
+            // them padding; blocks of 256 columns), stride 1 and 2.
+            geometry([1, 2, 30, 3], [4, 2, 1, 1], 1, [1, 1], [1, 1], [(0, 0), (0, 40)]),
+            geometry([1, 2, 30, 3], [4, 2, 1, 3], 1, [1, 2], [1, 1], [(0, 0), (1, 80)]),
             // Enough work to run threaded.
             geometry([1, 16, 30, 30], [40, 16, 3, 3], 1, [1, 1], [1, 1], [(1, 1), (1, 1)]),
         ];

@@ -1,6 +1,6 @@
-//! Integer-exact simulation of quantized convolutions: what an integer runtime computes
-//! (ONNX Runtime's QLinearConv, and int8 engines in general) instead of float math on
-//! dequantized values.
+//! Integer-exact simulation of quantized convolutions and additions: what an integer runtime
+//! computes (ONNX Runtime's QLinearConv and QLinearAdd, and int8 engines in general) instead of
+//! float math on dequantized values.
 //!
 //! An integer kernel accumulates `(q_x − z_x)·q_w` exactly in int32, adds the int32 bias, and
 //! requantizes once with a float multiplier `m[c] = s_x·s_w[c] / s_y` (float32, in that order):
@@ -110,6 +110,121 @@ impl IntegerConv {
     }
 }
 
+/// How one Add of two quantized tensors is simulated: as ONNX Runtime's QLinearAdd computes it
+/// (MLAS, x86): with `r_a = s_a/s_y`, `r_b = s_b/s_y` and `f = z_y − (r_a·z_a + r_b·z_b)` in
+/// float32, `q_y = sat(rne((f + q_a·r_a) + q_b·r_b))` on the raw codes. Dequantize-add-quantize
+/// rounds differently on values within an ulp of a rounding boundary (0.01 % of a residual
+/// Add's outputs in a CRNN), and a recurrent layer after it amplifies each flip.
+#[derive(Clone, Debug)]
+pub struct IntegerAdd {
+    a: (f32, f32),
+    b: (f32, f32),
+    ratio_a: f32,
+    ratio_b: f32,
+    fixed: f32,
+    y_scale: f32,
+    y_zero: f32,
+    lo: f32,
+    hi: f32,
+}
+
+impl IntegerAdd {
+    /// The plan for an Add whose two inputs and output are 8-bit per-tensor linear (ORT fuses
+    /// exactly those into QLinearAdd).
+    pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
+        if op_type != "Add" || config.input_configs.len() != 2 {
+            return None;
+        }
+        let eight_bit = |c: &&TensorQuantConfig| holds(c) && per_tensor(c) && full_8bit(c);
+        let a = config.input_configs[0].as_ref().filter(eight_bit)?;
+        let b = config.input_configs[1].as_ref().filter(eight_bit)?;
+        let y = config
+            .output_configs
+            .first()?
+            .as_ref()
+            .filter(|c| eight_bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
+        if (a.quant_min, b.quant_min) != (y.quant_min, y.quant_min) {
+            return None;
+        }
+        let (sa, za, sb, zb, sy, zy) = (a.scale[0], a.offset[0], b.scale[0], b.offset[0], y.scale[0], y.offset[0]);
+        let (ratio_a, ratio_b) = (sa / sy, sb / sy);
+        Some(Self {
+            a: (sa, za),
+            b: (sb, zb),
+            ratio_a,
+            ratio_b,
+            fixed: zy - (ratio_a * za + ratio_b * zb),
+            y_scale: sy,
+            y_zero: zy,
+            lo: y.quant_min as f32,
+            hi: y.quant_max as f32,
+        })
+    }
+
+    /// Replaces the dequantized inputs by `f + q_a·r_a` and `q_b·r_b`, so the Add kernel's sum
+    /// is the runtime's; a one-element `b` is folded into the first term, as MLAS does.
+    pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+        let code = |v: f32, (s, z): (f32, f32)| (v / s).round_ties_even() + z;
+        let b_scalar = match inputs.get(1) {
+            Some(Some(Value::Tensor(t))) if t.numel() == 1 => t.to_f32_vec().first().map(|v| code(*v, self.b)),
+            _ => None,
+        };
+        let fixed = match b_scalar {
+            Some(qb) => self.fixed + qb * self.ratio_b,
+            None => self.fixed,
+        };
+        if let Some(Some(Value::Tensor(t))) = inputs.first() {
+            let a = map_channels(t, 0, &[self.ratio_a], |v, r| fixed + code(v, self.a) * r)?;
+            inputs[0] = Some(Value::Tensor(a));
+        }
+        if let Some(Some(Value::Tensor(t))) = inputs.get(1) {
+            let b = if b_scalar.is_some() {
+                map_channels(t, 0, &[0.0], |_, zero| zero)?
+            } else {
+                map_channels(t, 0, &[self.ratio_b], |v, r| code(v, self.b) * r)?
+            };
+            inputs[1] = Some(Value::Tensor(b));
+        }
+        Ok(())
+    }
+
+    /// The sum becomes the saturated code, dequantized.
+    pub fn requantize(&self, outputs: &mut [Option<Value>]) -> Result<()> {
+        let Some(Some(Value::Tensor(sum))) = outputs.first() else { return Ok(()) };
+        let (lo, hi, zy, sy) = (self.lo, self.hi, self.y_zero, self.y_scale);
+        let y = map_channels(sum, 0, &[0.0], |v, _| (v.round_ties_even().clamp(lo, hi) - zy) * sy)?;
+        outputs[0] = Some(Value::Tensor(y));
+        Ok(())
+    }
+}
+
+/// The integer path of one operation, when it has one.
+#[derive(Clone, Debug)]
+pub enum IntegerPlan {
+    Conv(IntegerConv),
+    Add(IntegerAdd),
+}
+
+impl IntegerPlan {
+    pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
+        IntegerConv::plan(op_type, config).map(Self::Conv).or_else(|| IntegerAdd::plan(op_type, config).map(Self::Add))
+    }
+
+    pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+        match self {
+            Self::Conv(p) => p.integer_inputs(inputs),
+            Self::Add(p) => p.integer_inputs(inputs),
+        }
+    }
+
+    pub fn requantize(&self, outputs: &mut [Option<Value>]) -> Result<()> {
+        match self {
+            Self::Conv(p) => p.requantize(outputs),
+            Self::Add(p) => p.requantize(outputs),
+        }
+    }
+}
+
 /// Applies `f(value, param[c])` with `c` the index along `axis` (one param = the same for all).
 fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
     let fail = |message: String| ExecError::Op { node: "integer simulation".into(), op_type: "Conv".into(), message };
@@ -180,6 +295,41 @@ mod tests {
         let mut fused = cfg;
         fused.output_configs[0].as_mut().unwrap().state = QuantizationState::Overlapped;
         assert!(IntegerConv::plan("Conv", &fused).is_some(), "an overlapped output carries its dominator's parameters");
+    }
+
+    /// The two code pairs (of 65 536) where ONNX Runtime's QLinearAdd and dequantize-add-
+    /// quantize disagree for these parameters (a residual Add of CenterFace): the plan gives
+    /// the runtime's codes, checked against ORT 1.31 on that model.
+    #[test]
+    fn additions_round_like_qlinearadd() {
+        let device = Device::cpu();
+        let (sa, za, sb, zb, sy, zy) = (0.030_056_28f32, 128.0, 0.018_344_726f32, 132.0, 0.033_976_648f32, 129.0);
+        let cfg = OperationQuantConfig {
+            input_configs: vec![
+                Some(config((0, 255), vec![sa], vec![za], None)),
+                Some(config((0, 255), vec![sb], vec![zb], None)),
+            ],
+            output_configs: vec![Some(config((0, 255), vec![sy], vec![zy], None))],
+        };
+        let plan = IntegerAdd::plan("Add", &cfg).unwrap();
+        let (qa, qb, runtime) = ([115f32, 216.0], [132f32, 211.0], [118f32, 250.0]);
+        let tensor = |q: &[f32], s: f32, z: f32| {
+            Some(Value::Tensor(Tensor::from_f32(&[2], q.iter().map(|q| (q - z) * s).collect(), &device)))
+        };
+        let mut inputs = vec![tensor(&qa, sa, za), tensor(&qb, sb, zb)];
+        plan.integer_inputs(&mut inputs).unwrap();
+        let [a, b] = [0, 1].map(|i| inputs[i].as_ref().unwrap().as_tensor().unwrap().to_f32_vec());
+        let sum: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+        let mut outputs = vec![Some(Value::Tensor(Tensor::from_f32(&[2], sum, &device)))];
+        plan.requantize(&mut outputs).unwrap();
+        let got = outputs[0].as_ref().unwrap().as_tensor().unwrap().to_f32_vec();
+        let expected: Vec<f32> = runtime.iter().map(|q| (q - zy) * sy).collect();
+        assert_eq!(got, expected);
+        // Dequantize, add, quantize: one step lower on both.
+        let plain: Vec<f32> =
+            qa.iter().zip(&qb).map(|(a, b)| (((a - za) * sa + (b - zb) * sb) / sy).round_ties_even() + zy).collect();
+        assert_eq!(plain, [117.0, 249.0]);
+        assert!(IntegerPlan::plan("Add", &cfg).is_some() && IntegerAdd::plan("Mul", &cfg).is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub mod integer;
 use crate::error::Result;
 use crate::hooks::{ExecHook, OpInfo};
 use crate::value::Value;
-use integer::IntegerConv;
+use integer::IntegerPlan;
 use mppq_ir::quant::TensorQuantConfig;
 use mppq_ir::{Graph, OpId};
 
@@ -49,7 +49,7 @@ pub struct QuantSimulation<'a, F: FakeQuantizer> {
     /// ([`integer`]); on by default.
     pub integer_kernels: bool,
     /// The integer plan of the operation running now.
-    pending: Option<(OpId, IntegerConv)>,
+    pending: Option<(OpId, IntegerPlan)>,
 }
 
 impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
@@ -81,7 +81,7 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
         self.pending = None;
         if let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() {
             self.applied.0 += self.apply(inputs, &cfg.input_configs)?;
-            if let Some(plan) = IntegerConv::plan(op.op_type, cfg).filter(|_| self.integer_kernels) {
+            if let Some(plan) = IntegerPlan::plan(op.op_type, cfg).filter(|_| self.integer_kernels) {
                 plan.integer_inputs(inputs)?;
                 self.pending = Some((op.id, plan));
             }

@@ -29,21 +29,39 @@ fn computable(graph: &Graph, op: &Operation) -> bool {
         && op.outputs().iter().flatten().all(|v| !graph.is_graph_output(*v))
 }
 
+/// Both steps of the pass on `graph` (also what a quantization JSON is applied after, so its
+/// names match): Constant nodes made initializers, then operations on constants computed with
+/// `registry` on `device`. Returns (nodes, computed).
+pub fn fold_all_constants(
+    graph: &mut Graph,
+    registry: &mppq_exec::OpRegistry,
+    device: &mppq_exec::Device,
+    opsets: &dyn Fn(&str) -> i64,
+) -> Result<(usize, usize)> {
+    let nodes = mppq_ir::morph::fold_constants(graph).in_pass("fold_constants")?;
+    Ok((nodes, propagate(graph, registry, device, opsets)?))
+}
+
 /// Computes the constant operations in graph order (each result can feed the next); returns how
 /// many were replaced by initializers.
-fn propagate(ctx: &mut PassContext<'_>) -> Result<usize> {
+fn propagate(
+    graph: &mut Graph,
+    registry: &mppq_exec::OpRegistry,
+    device: &mppq_exec::Device,
+    opsets: &dyn Fn(&str) -> i64,
+) -> Result<usize> {
     let mut folded = 0;
-    for id in ctx.graph.topological_order().in_pass("fold_constants")? {
-        let Ok(op) = ctx.graph.operation(id) else { continue };
-        if !computable(ctx.graph, op) {
+    for id in graph.topological_order().in_pass("fold_constants")? {
+        let Ok(op) = graph.operation(id) else { continue };
+        if !computable(graph, op) {
             continue;
         }
-        let Some(values) = evaluate(ctx, id)? else { continue };
-        let outputs: Vec<_> = ctx.graph.operation(id).in_pass("fold_constants")?.outputs().to_vec();
-        ctx.graph.remove_operation(id).in_pass("fold_constants")?;
+        let Some(values) = evaluate(graph, id, registry, device, opsets)? else { continue };
+        let outputs: Vec<_> = graph.operation(id).in_pass("fold_constants")?.outputs().to_vec();
+        graph.remove_operation(id).in_pass("fold_constants")?;
         // The executor returns the present outputs, in order.
         for (var, value) in outputs.into_iter().flatten().zip(values) {
-            ctx.graph.variable_mut(var).in_pass("fold_constants")?.value = Some(value);
+            graph.variable_mut(var).in_pass("fold_constants")?.value = Some(value);
         }
         folded += 1;
     }
@@ -52,22 +70,27 @@ fn propagate(ctx: &mut PassContext<'_>) -> Result<usize> {
 
 /// Runs operation `id` alone on its constant inputs; `None` when it cannot run here or its
 /// result is too large to store.
-fn evaluate(ctx: &PassContext<'_>, id: OpId) -> Result<Option<Vec<mppq_ir::TensorData>>> {
-    let op = ctx.graph.operation(id).in_pass("fold_constants")?;
+fn evaluate(
+    graph: &Graph,
+    id: OpId,
+    registry: &mppq_exec::OpRegistry,
+    device: &mppq_exec::Device,
+    opsets: &dyn Fn(&str) -> i64,
+) -> Result<Option<Vec<mppq_ir::TensorData>>> {
+    let op = graph.operation(id).in_pass("fold_constants")?;
     let mut alone = Graph::new("constant");
     let mut inputs = Vec::new();
     for v in op.inputs() {
         inputs.push(match v {
             Some(v) => {
-                let var = ctx.graph.variable(*v).in_pass("fold_constants")?;
+                let var = graph.variable(*v).in_pass("fold_constants")?;
                 let Some(value) = var.value.clone() else { return Ok(None) };
                 Some(alone.add_initializer(var.name.clone(), value).in_pass("fold_constants")?)
             }
             None => None,
         });
     }
-    let outputs: Vec<_> =
-        op.outputs().iter().map(|v| v.map(|v| alone.ensure_variable(ctx.graph.var_name(v)))).collect();
+    let outputs: Vec<_> = op.outputs().iter().map(|v| v.map(|v| alone.ensure_variable(graph.var_name(v)))).collect();
     let mut copy = op.clone();
     copy.quant_config = None;
     if alone.add_operation(copy, &inputs, &outputs).is_err() {
@@ -77,7 +100,7 @@ fn evaluate(ctx: &PassContext<'_>, id: OpId) -> Result<Option<Vec<mppq_ir::Tenso
         alone.add_graph_output(*v).in_pass("fold_constants")?;
     }
     // An operation our executor cannot build or run here simply stays.
-    let Ok(exec) = mppq_exec::Executor::new(&alone, ctx.registry, ctx.device, ctx.opsets) else { return Ok(None) };
+    let Ok(exec) = mppq_exec::Executor::new(&alone, registry, device, opsets) else { return Ok(None) };
     let Ok(results) = exec.run(vec![], &mut []) else { return Ok(None) };
     let mut values = Vec::with_capacity(results.len());
     for (_, value) in results {
@@ -97,8 +120,7 @@ impl Pass for FoldConstants {
     }
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
-        let nodes = mppq_ir::morph::fold_constants(ctx.graph).in_pass(self.name())?;
-        let computed = propagate(ctx)?;
+        let (nodes, computed) = fold_all_constants(ctx.graph, ctx.registry, ctx.device, ctx.opsets)?;
         Ok(PassReport::new(
             self.name(),
             nodes + computed,

@@ -185,7 +185,10 @@ pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes
     crate::upgrade::upgrade_for_quantization(model)?;
     model.graph.name_operations();
     if pipeline.fusion.constant_fold {
-        mppq_ir::morph::fold_constants(&mut model.graph)?;
+        let imports = model.opset_imports.clone();
+        let opsets = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
+        let (registry, device) = (mppq_exec::OpRegistry::builtin(), mppq_exec::Device::cpu());
+        mppq_passes::fold_constants::fold_all_constants(&mut model.graph, &registry, &device, &opsets)?;
     }
     if pipeline.fusion.bn_fold {
         mppq_passes::fold_batchnorm::fold_all(&mut model.graph)?;

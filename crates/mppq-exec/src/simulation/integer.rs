@@ -21,6 +21,10 @@ use mppq_ir::quant::{OperationQuantConfig, QuantizationState, RoundingPolicy, Te
 #[derive(Clone, Debug)]
 pub struct IntegerConv {
     x_scale: f32,
+    /// Bounds of the centred input code (`q_min − z_x ..= q_max − z_x`): a value that reaches the
+    /// Conv off its grid saturates, as the runtime's Q in front of it does.
+    x_lo: f32,
+    x_hi: f32,
     /// Per output channel (or one for all): weight and bias scales.
     w_scale: Vec<f32>,
     b_scale: Option<Vec<f32>>,
@@ -78,6 +82,8 @@ impl IntegerConv {
         let multiplier = w.scale.iter().map(|sw| x_scale * sw / y_scale).collect();
         Some(Self {
             x_scale,
+            x_lo: x.quant_min as f32 - x.offset[0],
+            x_hi: x.quant_max as f32 - x.offset[0],
             w_scale: w.scale.clone(),
             b_scale: b,
             multiplier,
@@ -92,9 +98,10 @@ impl IntegerConv {
     pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
         let scales: [Option<&[f32]>; 3] =
             [Some(std::slice::from_ref(&self.x_scale)), Some(&self.w_scale), self.b_scale.as_deref()];
-        for (slot, scale) in inputs.iter_mut().zip(scales) {
+        for (i, (slot, scale)) in inputs.iter_mut().zip(scales).enumerate() {
             let (Some(scale), Some(Value::Tensor(t))) = (scale, slot.as_ref()) else { continue };
-            *slot = Some(Value::Tensor(map_channels(t, 0, scale, |v, s| (v / s).round_ties_even())?));
+            let (lo, hi) = if i == 0 { (self.x_lo, self.x_hi) } else { (f32::MIN, f32::MAX) };
+            *slot = Some(Value::Tensor(map_channels(t, 0, scale, |v, s| (v / s).round_ties_even().clamp(lo, hi))?));
         }
         Ok(())
     }
@@ -164,7 +171,9 @@ impl IntegerAdd {
     /// Replaces the dequantized inputs by `f + q_a·r_a` and `q_b·r_b`, so the Add kernel's sum
     /// is the runtime's; a one-element `b` is folded into the first term, as MLAS does.
     pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
-        let code = |v: f32, (s, z): (f32, f32)| (v / s).round_ties_even() + z;
+        let (lo, hi) = (self.lo, self.hi);
+        // A value outside its grid (not quantized upstream) saturates, as the runtime's Q before the Add does.
+        let code = |v: f32, (s, z): (f32, f32)| ((v / s).round_ties_even() + z).clamp(lo, hi);
         let b_scalar = match inputs.get(1) {
             Some(Some(Value::Tensor(t))) if t.numel() == 1 => t.to_f32_vec().first().map(|v| code(*v, self.b)),
             _ => None,

@@ -32,7 +32,11 @@ const EVAL_BATCHES: usize = 16;
 /// The held-out batches of every model, generated into `target/optimize-eval` on first use.
 fn ensure_eval_batches() -> Result<PathBuf> {
     let dir = workspace_root().join("target/optimize-eval");
-    if !dir.join("resnet18").join(format!("batch_{:03}.npz", EVAL_BATCHES - 1)).exists() {
+    // Every model's last batch, so a testdata model added later gets its batches too.
+    let last = format!("batch_{:03}.npz", EVAL_BATCHES - 1);
+    let mut models = crate::qdq_check::testdata_models()?;
+    models.push("resnet18".into());
+    if models.iter().any(|m| !dir.join(m).join(&last).exists()) {
         let status = Command::new(crate::pyenv::python()?)
             .arg(crate::pyenv::script("gen_testdata.py"))
             .arg("--eval")

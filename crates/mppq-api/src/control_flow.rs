@@ -14,7 +14,7 @@
 use crate::calib::CalibrationSet;
 use crate::error::{ApiError, Result};
 use crate::quantize::ModelQuantizer;
-use mppq_exec::{Executor, Value};
+use mppq_exec::Value;
 use mppq_ir::{Attribute, Graph, Model, TensorData};
 use mppq_passes::{PassReport, ProgressSink};
 use std::path::PathBuf;
@@ -27,16 +27,13 @@ pub(crate) struct IfCapture {
     batches: Vec<(bool, Vec<(String, TensorData)>)>,
 }
 
-/// Runs the float model on every calibration batch up to the inputs of its If operations.
-pub(crate) fn capture_if_inputs(
-    exec: &Executor,
-    graph: &Graph,
-    calib: &CalibrationSet,
-    q: &ModelQuantizer,
-) -> Result<Vec<IfCapture>> {
-    let mut captures = Vec::new();
+/// Runs the float model once per calibration batch up to the inputs of all its If operations
+/// (nothing when it has none).
+pub(crate) fn capture_if_inputs(q: &ModelQuantizer, calib: &CalibrationSet) -> Result<Vec<IfCapture>> {
+    let graph = &q.model.graph;
+    let (mut captures, mut conditions) = (Vec::new(), Vec::new());
     for (_, op) in graph.operations() {
-        if op.op_type != "If" || !(op.domain.is_empty() || op.domain == "ai.onnx") {
+        if op.op_type != "If" || !op.in_default_domain() {
             continue;
         }
         let Some(Some(cond)) = op.inputs().first().copied() else { continue };
@@ -50,26 +47,34 @@ pub(crate) fn capture_if_inputs(
                 }
             }
         }
-        let cond_name = graph.var_name(cond).to_string();
-        let mut wanted = vec![cond_name.clone()];
-        wanted.extend(captured.iter().cloned());
-        let mut batches = Vec::with_capacity(calib.len());
-        for i in 0..calib.len() {
-            let values = exec.run_until(calib.feeds(i, q.device())?, &wanted, &mut [])?;
-            let mut taken = false;
-            let mut feeds = Vec::with_capacity(captured.len());
-            for (name, value) in values {
-                if name == cond_name {
-                    // As the If kernel reads it: the first element, non-zero = then.
-                    let cond = value.as_tensor().map(|t| t.to_f64_vec()).unwrap_or_default();
-                    taken = cond.first().is_some_and(|c| *c != 0.0);
-                } else {
-                    feeds.push((name.clone(), value_data(&value, &op.name, &name)?));
+        conditions.push(graph.var_name(cond).to_string());
+        captures.push(IfCapture { op: op.name.clone(), captured, batches: Vec::with_capacity(calib.len()) });
+    }
+    if captures.is_empty() {
+        return Ok(captures);
+    }
+    let mut wanted: Vec<String> = conditions.clone();
+    for name in captures.iter().flat_map(|c| &c.captured) {
+        if !wanted.contains(name) {
+            wanted.push(name.clone());
+        }
+    }
+    let exec = q.executor()?;
+    for i in 0..calib.len() {
+        let values: std::collections::HashMap<String, Value> =
+            exec.run_until(calib.feeds(i, q.device())?, &wanted, &mut [])?.into_iter().collect();
+        for (capture, cond) in captures.iter_mut().zip(&conditions) {
+            // As the If kernel reads the condition: the first element, non-zero = then.
+            let cond = values.get(cond).and_then(Value::as_tensor).map(|t| t.to_f64_vec()).unwrap_or_default();
+            let taken = cond.first().is_some_and(|c| *c != 0.0);
+            let mut feeds = Vec::with_capacity(capture.captured.len());
+            for name in &capture.captured {
+                if let Some(value) = values.get(name) {
+                    feeds.push((name.clone(), value_data(value, &capture.op, name)?));
                 }
             }
-            batches.push((taken, feeds));
+            capture.batches.push((taken, feeds));
         }
-        captures.push(IfCapture { op: op.name.clone(), captured, batches });
     }
     Ok(captures)
 }
@@ -171,10 +176,8 @@ fn quantize_branch(
         if graph.consumers(var).is_empty() && !graph.is_graph_output(var) {
             graph.remove_variable(var)?;
         } else {
-            let fresh = (0..)
-                .map(|i| format!("{name}_in_{}_{i}", capture.op))
-                .find(|n| outer.var_id(n).is_none() && graph.var_id(n).is_none())
-                .unwrap_or_default();
+            let base = format!("{name}_in_{}", capture.op);
+            let fresh = mppq_ir::edit::unused_name(&base, |n| outer.var_id(n).is_some() || graph.var_id(n).is_some());
             graph.rename_variable(var, &fresh)?;
         }
     }

@@ -132,12 +132,7 @@ impl ModelQuantizer {
             let preflight = crate::export::ExportPreflight { exporters: self.exporters.clone() };
             passes.insert(at + 1, Box::new(preflight));
         }
-        let has_if = self.model.graph.operations().any(|(_, op)| op.op_type == "If");
-        let if_inputs = if has_if {
-            crate::control_flow::capture_if_inputs(&self.executor()?, &self.model.graph, calib, self)?
-        } else {
-            Vec::new()
-        };
+        let if_inputs = crate::control_flow::capture_if_inputs(self, calib)?;
         let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
         ctx.guard = self.setting.pipeline.guard_options();
         self.reports = run_pipeline(&mut ctx, &mut passes)?;

@@ -5,6 +5,14 @@ use crate::error::{IrError, Result};
 use crate::graph::{Graph, OpId, Operation, VarId, Variable};
 use crate::tensor::TensorData;
 
+/// `base`, or `base_1`, `base_2`, … : the first that `taken` says is free.
+pub fn unused_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(base) {
+        return base.to_string();
+    }
+    (1..).map(|i| format!("{base}_{i}")).find(|n| !taken(n)).unwrap_or_default()
+}
+
 impl Graph {
     /// Adds a variable; its name must be unused.
     pub fn add_variable(&mut self, mut var: Variable) -> Result<VarId> {
@@ -43,37 +51,35 @@ impl Graph {
 
     /// A name based on `base` that no variable uses yet.
     pub fn fresh_var_name(&self, base: &str) -> String {
-        if !self.names.contains_key(base) {
-            return base.to_string();
-        }
-        (1..).map(|i| format!("{base}_{i}")).find(|n| !self.names.contains_key(n)).unwrap_or_default()
+        unused_name(base, |n| self.names.contains_key(n))
     }
 
-    /// A name based on `base` that no operation uses yet.
     /// Gives every operation without a name, or with a name an earlier one has, a fresh one
     /// (`<OpType>_<n>`), in this graph and its sub-graphs; returns how many were renamed. Exports
     /// may leave node names empty, but configs, reports and quantization JSON key operations by
     /// name.
     pub fn name_operations(&mut self) -> usize {
         let mut renamed = 0;
+        // Every name in use, and per type the next number to try (one pass, not a scan per name).
+        let mut taken: std::collections::HashSet<String> = self.operations.values().map(|o| o.name.clone()).collect();
         let mut seen = std::collections::HashSet::new();
-        let ids: Vec<OpId> = self.operations.keys().copied().collect();
-        for id in ids {
-            let (name, op_type) = match self.operations.get(&id) {
-                Some(op) => (op.name.clone(), op.op_type.clone()),
-                None => continue,
-            };
-            if name.is_empty() || !seen.insert(name.clone()) {
-                let fresh = (0..)
-                    .map(|i| format!("{op_type}_{i}"))
-                    .find(|n| !seen.contains(n) && !self.operations.values().any(|o| &o.name == n))
-                    .unwrap_or_default();
-                seen.insert(fresh.clone());
-                if let Some(op) = self.operations.get_mut(&id) {
-                    op.name = fresh;
-                }
-                renamed += 1;
+        let mut next: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for op in self.operations.values_mut() {
+            if !op.name.is_empty() && seen.insert(op.name.clone()) {
+                continue;
             }
+            let k = next.entry(op.op_type.clone()).or_insert(0);
+            let fresh = loop {
+                let candidate = format!("{}_{k}", op.op_type);
+                *k += 1;
+                if !taken.contains(&candidate) {
+                    break candidate;
+                }
+            };
+            taken.insert(fresh.clone());
+            seen.insert(fresh.clone());
+            op.name = fresh;
+            renamed += 1;
         }
         for op in self.operations.values_mut() {
             for a in op.attributes.values_mut() {
@@ -85,12 +91,9 @@ impl Graph {
         renamed
     }
 
+    /// A name based on `base` that no operation uses yet.
     pub fn fresh_op_name(&self, base: &str) -> String {
-        let taken = |n: &str| self.operations.values().any(|o| o.name == n);
-        if !taken(base) {
-            return base.to_string();
-        }
-        (1..).map(|i| format!("{base}_{i}")).find(|n| !taken(n)).unwrap_or_default()
+        unused_name(base, |n| self.operations.values().any(|o| o.name == n))
     }
 
     /// Adds `op` reading `inputs` and writing `outputs` (omitted optionals as `None`). An output

@@ -158,13 +158,14 @@ impl Operation {
         self.attributes.get(name).map(|a| a.as_ints(name).map(<[i64]>::to_vec)).transpose()
     }
 
+    /// Whether the operation is in ONNX's default domain (`""` or `ai.onnx`).
+    pub fn in_default_domain(&self) -> bool {
+        self.domain.is_empty() || self.domain == "ai.onnx"
+    }
+
     /// `domain::op_type` for messages, or just `op_type` in the default domain.
     pub fn qualified_type(&self) -> String {
-        if self.domain.is_empty() || self.domain == "ai.onnx" {
-            self.op_type.clone()
-        } else {
-            format!("{}::{}", self.domain, self.op_type)
-        }
+        if self.in_default_domain() { self.op_type.clone() } else { format!("{}::{}", self.domain, self.op_type) }
     }
 }
 

@@ -20,8 +20,7 @@ const MAX_FOLDED_ELEMENTS: usize = 1 << 22;
 fn computable(graph: &Graph, op: &Operation) -> bool {
     const RANDOM: [&str; 6] =
         ["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"];
-    let default_domain = op.domain.is_empty() || op.domain == "ai.onnx";
-    default_domain
+    op.in_default_domain()
         && !RANDOM.contains(&op.op_type.as_str())
         && !op.attributes.values().any(|a| matches!(a, Attribute::Graph(_) | Attribute::Graphs(_)))
         && op.inputs().iter().flatten().next().is_some()

@@ -72,13 +72,13 @@ impl MixedRangeConcat {
                     if r.quant_config.is_none() {
                         continue;
                     }
-                    if op_roles(r).is(OpClass::Relay) {
+                    let roles = op_roles(r);
+                    if roles.is(OpClass::Relay) {
                         stack.push(reader);
                         continue;
                     }
                     let slots: Vec<usize> =
                         r.inputs().iter().enumerate().filter(|(_, v)| **v == Some(y)).map(|(i, _)| i).collect();
-                    let roles = op_roles(r);
                     let r = graph.operation_mut(reader).in_pass("mixed_range_concat")?;
                     let Some(qc) = r.quant_config.as_mut() else { continue };
                     for slot in slots {
@@ -108,7 +108,7 @@ impl Pass for MixedRangeConcat {
         let concats: Vec<OpId> = ctx
             .graph
             .operations()
-            .filter(|(_, op)| op.op_type == "Concat" && op.domain.is_empty() && op.quant_config.is_some())
+            .filter(|(_, op)| op.op_type == "Concat" && op.in_default_domain() && op.quant_config.is_some())
             .map(|(id, _)| id)
             .collect();
         let mut lines = Vec::new();

@@ -183,14 +183,14 @@ impl IntegerAdd {
             None => self.fixed,
         };
         if let Some(Some(Value::Tensor(t))) = inputs.first() {
-            let a = map_channels(t, 0, &[self.ratio_a], |v, r| fixed + code(v, self.a) * r)?;
+            let a = map_values(t, |v| fixed + code(v, self.a) * self.ratio_a)?;
             inputs[0] = Some(Value::Tensor(a));
         }
         if let Some(Some(Value::Tensor(t))) = inputs.get(1) {
             let b = if b_scalar.is_some() {
-                map_channels(t, 0, &[0.0], |_, zero| zero)?
+                map_values(t, |_| 0.0)?
             } else {
-                map_channels(t, 0, &[self.ratio_b], |v, r| code(v, self.b) * r)?
+                map_values(t, |v| code(v, self.b) * self.ratio_b)?
             };
             inputs[1] = Some(Value::Tensor(b));
         }
@@ -201,7 +201,7 @@ impl IntegerAdd {
     pub fn requantize(&self, outputs: &mut [Option<Value>]) -> Result<()> {
         let Some(Some(Value::Tensor(sum))) = outputs.first() else { return Ok(()) };
         let (lo, hi, zy, sy) = (self.lo, self.hi, self.y_zero, self.y_scale);
-        let y = map_channels(sum, 0, &[0.0], |v, _| (v.round_ties_even().clamp(lo, hi) - zy) * sy)?;
+        let y = map_values(sum, |v| (v.round_ties_even().clamp(lo, hi) - zy) * sy)?;
         outputs[0] = Some(Value::Tensor(y));
         Ok(())
     }
@@ -232,6 +232,11 @@ impl IntegerPlan {
             Self::Add(p) => p.requantize(outputs),
         }
     }
+}
+
+/// Applies `f` to every value.
+fn map_values(t: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
+    map_channels(t, 0, &[0.0], |v, _| f(v))
 }
 
 /// Applies `f(value, param[c])` with `c` the index along `axis` (one param = the same for all).

@@ -19,7 +19,7 @@ pub fn channel_affine_to_batchnorm(graph: &mut Graph) -> Result<usize> {
     let captured = graph.names_read_by_subgraphs();
     let mut plans = Vec::new();
     for (id, op) in graph.operations() {
-        if !matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm") || !op.domain.is_empty() {
+        if !matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm") || !op.in_default_domain() {
             continue;
         }
         if let Some(plan) = plan(graph, id, &captured) {
@@ -72,7 +72,7 @@ fn plan(graph: &Graph, id: OpId, captured: &std::collections::HashSet<String>) -
     }
     let reader_id = graph.consumers(y)[0];
     let reader = graph.operation(reader_id).ok()?;
-    if !matches!(reader.op_type.as_str(), "Mul" | "Add") || !reader.domain.is_empty() || reader.inputs().len() != 2 {
+    if !matches!(reader.op_type.as_str(), "Mul" | "Add") || !reader.in_default_domain() || reader.inputs().len() != 2 {
         return None;
     }
     let constant = reader.inputs().iter().flatten().copied().find(|v| *v != y)?;

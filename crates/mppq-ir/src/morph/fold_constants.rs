@@ -40,7 +40,7 @@ pub fn fold_constants(graph: &mut Graph) -> Result<usize> {
             }
         }
         let op = graph.operation(id)?;
-        if op.op_type != "Constant" || !(op.domain.is_empty() || op.domain == "ai.onnx") {
+        if op.op_type != "Constant" || !op.in_default_domain() {
             continue;
         }
         let Some(Some(out)) = op.outputs().first().copied() else { continue };

@@ -331,10 +331,6 @@ impl fmt::Display for OpsetBlocker {
     }
 }
 
-fn default_domain(op: &Operation) -> bool {
-    op.domain.is_empty() || op.domain == "ai.onnx"
-}
-
 /// The opset an operation is interpreted under (operations built in memory may leave it 0).
 fn opset_of(op: &Operation, from: i64) -> i64 {
     if op.opset > 0 { op.opset } else { from }
@@ -371,7 +367,7 @@ fn collect_blockers(graph: &Graph, from: i64, to: i64, out: &mut Vec<OpsetBlocke
         for sub in subgraphs(op) {
             collect_blockers(sub, from, to, out);
         }
-        if !default_domain(op) {
+        if !op.in_default_domain() {
             continue;
         }
         let opset = opset_of(op, from);
@@ -446,7 +442,7 @@ fn upgrade_graph(
     let env = Env { to, hints: Hints::of(graph), outer: outer.clone() };
     for id in ids {
         let op = graph.operation(id)?;
-        if !default_domain(op) {
+        if !op.in_default_domain() {
             continue;
         }
         let (name, op_type) = (label(graph, op), op.op_type.clone());

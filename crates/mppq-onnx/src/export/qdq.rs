@@ -333,8 +333,8 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
 
 /// What can be checked before calibration: the opset the export will need (from `min_opset` and
 /// the formats of the configs already on the operations) can be reached from the model's opset
-/// (`from`): every operation whose meaning changed on the way can be converted. Calibration of a large model takes minutes;
-/// this refusal then comes first.
+/// (`from`): every operation whose meaning changed on the way can be converted. Calibration of a
+/// large model takes minutes; this refusal then comes first.
 pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<()> {
     let mut to = options.min_opset.max(from);
     let mut why = "per-channel Q/DQ".to_string();
@@ -404,12 +404,8 @@ fn export_graph(g: &mut Graph, options: &QdqOptions, opset: i64, outer: &HashSet
     let clashes: Vec<VarId> =
         g.variables().filter(|(_, v)| !before.contains(&v.name) && outer.contains(&v.name)).map(|(id, _)| id).collect();
     for id in clashes {
-        let mut k = 1;
-        let base = g.var_name(id).to_string();
-        while outer.contains(&format!("{base}_{k}")) || g.var_id(&format!("{base}_{k}")).is_some() {
-            k += 1;
-        }
-        g.rename_variable(id, &format!("{base}_{k}"))?;
+        let fresh = mppq_ir::edit::unused_name(g.var_name(id), |n| outer.contains(n) || g.var_id(n).is_some());
+        g.rename_variable(id, &fresh)?;
     }
     let mut scope = outer.clone();
     scope.extend(g.variables().map(|(_, v)| v.name.clone()));

@@ -77,7 +77,7 @@ fn elementwise_constant(op: &mppq_ir::Operation, float_param: bool) -> bool {
 /// add rounding (and ORT's static quantizer leaves these cells float altogether; its dynamic
 /// quantizer quantizes the same two weights).
 fn recurrent(op: &mppq_ir::Operation) -> bool {
-    matches!(op.op_type.as_str(), "LSTM" | "GRU" | "RNN") && op.domain.is_empty()
+    matches!(op.op_type.as_str(), "LSTM" | "GRU" | "RNN") && op.in_default_domain()
 }
 
 impl OnnxRuntimeQuantizer {

@@ -50,7 +50,7 @@ pub(super) fn const_value(graph: &Graph, var: VarId) -> Option<TensorData> {
         return Some(t.clone());
     }
     let op = graph.operation(v.producer()?).ok()?;
-    if op.op_type != "Constant" || !(op.domain.is_empty() || op.domain == "ai.onnx") {
+    if op.op_type != "Constant" || !op.in_default_domain() {
         return None;
     }
     constant_value(op).ok().flatten()
@@ -92,7 +92,7 @@ impl Hints {
         let order: Vec<OpId> = graph.topological_order().unwrap_or_default();
         for id in order {
             if let Ok(op) = graph.operation(id)
-                && (op.domain.is_empty() || op.domain == "ai.onnx")
+                && op.in_default_domain()
             {
                 hints.infer(graph, op);
             }

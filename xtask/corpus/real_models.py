@@ -78,6 +78,8 @@ def prepare_one(store: corpus.Store, m: corpus.Model, stamp: str):
     if done.exists():
         meta = json.loads(done.read_text())
         if meta.get("stamp") == stamp:
+            # The cache may have been moved (another checkout's target/): paths from this root.
+            meta.update(model=str(model), calib=str(out / "calib"), eval=str(out / "eval"))
             return meta
     out.mkdir(parents=True, exist_ok=True)
     data = corpus.Data(store)

@@ -222,10 +222,41 @@ fn range_search_keeps_the_observer_that_helps_and_reports_it() {
     .unwrap();
     let (searched, reports) = run(&setting);
     let lines: Vec<String> = reports.iter().filter(|r| r.pass == "range_search").map(|r| r.to_string()).collect();
-    assert_eq!(lines.len(), 2, "{lines:?}");
+    // mse, then percentile at calibration.percentile and at ONNX Runtime's.
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[1].contains("at p = 0.99999;") && lines[2].contains("at p = 0.999995;"), "{lines:?}");
     assert!(lines.iter().any(|l| l.contains("kept")), "{lines:?}");
     println!("held-out SNR: {base:.2} dB → {searched:.2} dB");
     assert!(searched >= base + 1.0, "range_search: {base:.2} dB → {searched:.2} dB ({lines:?})");
+}
+
+#[test]
+fn range_search_tries_each_percentile_and_calibrates_with_the_one_kept() {
+    let four_bit_activations = LowBitQuantizer { weight_bits: 8, activation_bits: 4, ..LowBitQuantizer::default() };
+    let run = |percentiles: &str| {
+        let mut h = Harness::new(relu_conv());
+        h.batches = heavy_tailed(&h, 8, 50);
+        h.quantize(&four_bit_activations);
+        let json = format!(r#"{{"optimize": 0, "range_search": {{"enabled": true, "percentiles": {percentiles}}}}}"#);
+        let reports = h.pipeline(&PipelineSetting::from_json(&json).unwrap());
+        let lines: Vec<String> = reports.iter().filter(|r| r.pass == "range_search").map(|r| r.to_string()).collect();
+        let scales: Vec<Vec<f32>> = crate::slots::all_configs(&h.graph)
+            .into_iter()
+            .filter_map(|loc| mppq_ir::quant::config_at(&h.graph, loc).map(|c| c.scale.clone()))
+            .collect();
+        (lines, scales)
+    };
+    // At 4 bits 0.999 beats min/max on the cubes' tail and 0.9 clips far too much: it is undone,
+    // and the calibration must go back to the percentile kept before it.
+    let (lines, scales) = run("[0.999, 0.9]");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, p) in lines.iter().zip(["0.999", "0.9"]) {
+        assert!(line.contains(&format!("`percentile` observer at p = {p};")), "{lines:?}");
+    }
+    assert!(lines[0].contains(", kept") && lines[1].contains("no gain: undone"), "{lines:?}");
+    let (alone, scales_alone) = run("[0.999]");
+    assert!(alone[0].contains(", kept"), "{alone:?}");
+    assert_eq!(scales, scales_alone, "calibrated with p = 0.999, the percentile kept");
 }
 
 #[test]

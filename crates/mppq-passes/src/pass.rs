@@ -52,6 +52,9 @@ pub struct PassContext<'a> {
     /// pass ran. Internal tensors may be rescaled (equalization): compare those with the final
     /// graph's own float run.
     pub float_reference: Option<Graph>,
+    /// The `percentile` observer's percentile chosen by `range_search`, over the calibration
+    /// setting's (`None`: not chosen). Part of the state the guard restores on undo.
+    pub percentile: Option<f64>,
 }
 
 impl<'a> PassContext<'a> {
@@ -74,6 +77,7 @@ impl<'a> PassContext<'a> {
             dispatch: None,
             guard: GuardOptions::default(),
             float_reference: None,
+            percentile: None,
         }
     }
 

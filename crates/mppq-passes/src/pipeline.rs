@@ -18,7 +18,6 @@ use crate::pass::{Pass, PassContext, PassReport};
 use crate::passive_parameter_quantize::PassiveParameterQuantize;
 use crate::quant_alignment::QuantAlignment;
 use crate::quant_fusion::QuantFusion;
-use crate::range_search::RangeSearch;
 use crate::redundant_quant_simplify::RedundantQuantSimplify;
 use crate::runtime_calibration::RuntimeCalibration;
 use crate::setting::PipelineSetting;
@@ -88,8 +87,8 @@ impl Pipeline {
             passes.push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone() }));
         }
         if setting.runs("range_search", setting.range_search.enabled) {
-            for observer in setting.range_search.observers_at(setting.optimize) {
-                passes.push(Box::new(RangeSearch { observer }));
+            for candidate in setting.range_search.candidates_at(setting.optimize, setting.calibration.percentile) {
+                passes.push(Box::new(candidate));
             }
         }
         let calibration = &setting.calibration;
@@ -219,6 +218,7 @@ fn run_transforms(
     // `accepted`: the uncalibrated graph with the transforms kept so far; `ctx.graph`: the same,
     // calibrated.
     let mut accepted = ctx.graph.clone();
+    let mut accepted_percentile = ctx.percentile;
     let mut chain_reports = run_chain(ctx, chain, chain_first, total)?;
     // The baseline is measured only once a transform changed something.
     let mut best: Option<f64> = guard.current_db;
@@ -247,11 +247,13 @@ fn run_transforms(
             report.guard = Some(GuardOutcome { before_db: before, after_db: after, kept });
             if kept {
                 accepted = transformed;
+                accepted_percentile = ctx.percentile;
                 best = Some(after);
                 chain_reports = candidate_reports;
             } else {
                 best = Some(before);
                 *ctx.graph = calibrated;
+                ctx.percentile = accepted_percentile;
             }
         }
         report.seconds = started.elapsed().as_secs_f64();
@@ -281,6 +283,7 @@ mod tests {
                 "redundant_quant_simplify",
                 "isotone_calibration",
                 "range_search",
+                "range_search",
                 "parameter_quantize",
                 "runtime_calibration",
                 "mixed_range_concat",
@@ -291,8 +294,8 @@ mod tests {
         let level = |optimize: u8| PipelineSetting { optimize, ..PipelineSetting::default() };
         assert!(!names(&level(0)).contains(&"isotone_calibration"));
         assert_eq!(
-            names(&level(2))[4..9],
-            ["isotone_calibration", "equalization", "smooth_quant", "range_search", "range_search"]
+            names(&level(2))[4..10],
+            ["isotone_calibration", "equalization", "smooth_quant", "range_search", "range_search", "range_search"]
         );
         assert_eq!(names(&level(2)).last(), Some(&"bias_correction"));
         let s = PipelineSetting::from_json(r#"{"optimize": 0, "equalization": {"enabled": true}}"#).unwrap();
@@ -305,6 +308,7 @@ mod tests {
             names(&s),
             [
                 "isotone_calibration",
+                "range_search",
                 "range_search",
                 "parameter_quantize",
                 "runtime_calibration",

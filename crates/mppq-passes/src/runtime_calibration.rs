@@ -33,9 +33,13 @@ impl Pass for RuntimeCalibration {
                 }
             }
         }
+        let mut setting = self.setting.clone();
+        if let Some(p) = ctx.percentile {
+            setting.options.percentile = p;
+        }
         let exec = ctx.executor(self.name())?;
         let progress = &mut *ctx.progress;
-        let n = calibrate_activations(ctx.graph, &exec, ctx.data, &self.setting, |task, done, total| {
+        let n = calibrate_activations(ctx.graph, &exec, ctx.data, &setting, |task, done, total| {
             if done == 1 {
                 progress.begin(task, total as u64);
             }

@@ -1,5 +1,7 @@
 //! `percentile`: clips the range to the `p` and `1 − p` percentiles of the observed values
-//! (default p = 0.99999, as ONNX Runtime), read from a two-pass signed histogram.
+//! (default p = 0.99999), read from a two-pass signed histogram. ONNX Runtime's
+//! `percentile=99.999` is p = 0.999995 here: it keeps 99.999 % of the values in all and cuts half
+//! of the rest from each side.
 //!
 //! Definition (nearest rank): with N values sorted ascending, `k = ceil(p·N)`; the exact upper
 //! percentile is `sorted[k − 1]`, the exact lower one `sorted[N − k]`. The observer returns the

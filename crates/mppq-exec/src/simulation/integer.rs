@@ -118,17 +118,20 @@ impl IntegerConv {
 }
 
 /// How one Add of two quantized tensors is simulated: as ONNX Runtime's QLinearAdd computes it
-/// (MLAS, x86): with `r_a = s_a/s_y`, `r_b = s_b/s_y` and `f = z_y − (r_a·z_a + r_b·z_b)` in
-/// float32, `q_y = sat(rne((f + q_a·r_a) + q_b·r_b))` on the raw codes. Dequantize-add-quantize
-/// rounds differently on values within an ulp of a rounding boundary (0.01 % of a residual
-/// Add's outputs in a CRNN), and a recurrent layer after it amplifies each flip.
+/// on x86-64 (MLAS's AVX2 kernel, used on every CPU with AVX2 and FMA): with `r_a = s_a/s_y`,
+/// `r_b = s_b/s_y` and `f = z_y − fma(r_a, z_a, r_b·z_b)` in float32, `q_y = sat(rne(fma(q_a,
+/// r_a, fma(q_b, r_b, f))))` on the raw codes (each fma rounds once). Where input A is a single
+/// value along the innermost dimension (a broadcast `[C, 1]`-like A), ORT hands the kernel B as
+/// the streamed input and A as the scalar: the roles swap. Dequantize-add-quantize rounds
+/// differently on values within an ulp of a rounding boundary (0.01 % of a residual Add's
+/// outputs in a CRNN), and unfused float rounding (no fma) still on a few per million: enough,
+/// through a deep network, to move whole regions of the output by a step.
 #[derive(Clone, Debug)]
 pub struct IntegerAdd {
     a: (f32, f32),
     b: (f32, f32),
     ratio_a: f32,
     ratio_b: f32,
-    fixed: f32,
     y_scale: f32,
     y_zero: f32,
     lo: f32,
@@ -154,13 +157,11 @@ impl IntegerAdd {
             return None;
         }
         let (sa, za, sb, zb, sy, zy) = (a.scale[0], a.offset[0], b.scale[0], b.offset[0], y.scale[0], y.offset[0]);
-        let (ratio_a, ratio_b) = (sa / sy, sb / sy);
         Some(Self {
             a: (sa, za),
             b: (sb, zb),
-            ratio_a,
-            ratio_b,
-            fixed: zy - (ratio_a * za + ratio_b * zb),
+            ratio_a: sa / sy,
+            ratio_b: sb / sy,
             y_scale: sy,
             y_zero: zy,
             lo: y.quant_min as f32,
@@ -168,32 +169,41 @@ impl IntegerAdd {
         })
     }
 
-    /// Replaces the dequantized inputs by `f + q_a·r_a` and `q_b·r_b`, so the Add kernel's sum
-    /// is the runtime's; a one-element `b` is folded into the first term, as MLAS does.
+    /// MLAS's kernel on codes `q_x` (streamed, ratio `r_x`, zero point `z_x`) and `q_s` (ratio
+    /// `r_s`, zero point `z_s`): `fma(q_x, r_x, fma(q_s, r_s, z_y − fma(r_x, z_x, r_s·z_s)))`.
+    fn kernel(&self, (qx, rx, zx): (f32, f32, f32), (qs, rs, zs): (f32, f32, f32)) -> f32 {
+        let fixed = self.y_zero - rx.mul_add(zx, rs * zs);
+        qx.mul_add(rx, qs.mul_add(rs, fixed))
+    }
+
+    /// Computes the runtime's unrounded sum (broadcast to the output shape) into input 0 and
+    /// zeros into input 1, so the Add kernel passes it through unchanged.
     pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+        let (Some(Some(Value::Tensor(a))), Some(Some(Value::Tensor(b)))) = (inputs.first(), inputs.get(1)) else {
+            return Ok(());
+        };
+        let (sa, sb) = (a.shape(), b.shape());
+        let fail =
+            |message: String| ExecError::Op { node: "integer simulation".into(), op_type: "Add".into(), message };
+        let zeros = b.zeros_like();
+        let (a_full, b_full, out) = crate::tensor::broadcast_pair(a.clone(), b.clone())
+            .map_err(|(x, y)| fail(format!("shapes {x:?} and {y:?} do not broadcast")))?;
+        let a_streamed = !a_scalar_per_span(&sa, &sb, &out);
         let (lo, hi) = (self.lo, self.hi);
         // A value outside its grid (not quantized upstream) saturates, as the runtime's Q before the Add does.
         let code = |v: f32, (s, z): (f32, f32)| ((v / s).round_ties_even() + z).clamp(lo, hi);
-        let b_scalar = match inputs.get(1) {
-            Some(Some(Value::Tensor(t))) if t.numel() == 1 => t.to_f32_vec().first().map(|v| code(*v, self.b)),
-            _ => None,
-        };
-        let fixed = match b_scalar {
-            Some(qb) => self.fixed + qb * self.ratio_b,
-            None => self.fixed,
-        };
-        if let Some(Some(Value::Tensor(t))) = inputs.first() {
-            let a = map_values(t, |v| fixed + code(v, self.a) * self.ratio_a)?;
-            inputs[0] = Some(Value::Tensor(a));
-        }
-        if let Some(Some(Value::Tensor(t))) = inputs.get(1) {
-            let b = if b_scalar.is_some() {
-                map_values(t, |_| 0.0)?
-            } else {
-                map_values(t, |v| code(v, self.b) * self.ratio_b)?
-            };
-            inputs[1] = Some(Value::Tensor(b));
-        }
+        let values: Vec<f32> = a_full
+            .to_f32_vec()
+            .into_iter()
+            .zip(b_full.to_f32_vec())
+            .map(|(va, vb)| {
+                let qa = (code(va, self.a), self.ratio_a, self.a.1);
+                let qb = (code(vb, self.b), self.ratio_b, self.b.1);
+                if a_streamed { self.kernel(qa, qb) } else { self.kernel(qb, qa) }
+            })
+            .collect();
+        inputs[0] = Some(Value::Tensor(a.like_f32(&out, values)));
+        inputs[1] = Some(Value::Tensor(zeros));
         Ok(())
     }
 
@@ -204,6 +214,19 @@ impl IntegerAdd {
         let y = map_values(sum, |v| (v.round_ties_even().clamp(lo, hi) - zy) * sy)?;
         outputs[0] = Some(Value::Tensor(y));
         Ok(())
+    }
+}
+
+/// Whether ONNX Runtime's broadcast loop hands QLinearAdd input A as one value per span: A has
+/// size 1 on the innermost output dimension larger than 1 and B does not (then B is streamed).
+fn a_scalar_per_span(a: &[usize], b: &[usize], out: &[usize]) -> bool {
+    let dim = |s: &[usize], i: usize| {
+        let lead = out.len() - s.len();
+        if i < lead { 1 } else { s[i - lead] }
+    };
+    match (0..out.len()).rev().find(|&i| out[i] > 1) {
+        Some(i) => dim(a, i) == 1 && dim(b, i) > 1,
+        None => false,
     }
 }
 

@@ -1,5 +1,5 @@
-//! The simulation of the integer kernels ONNX Runtime fuses QDQ operations into (QLinearAdd),
-//! through the executor: one-operation graphs fed
+//! The simulation of the integer kernels ONNX Runtime fuses QDQ operations into (QLinearAdd,
+//! QLinearMul, QLinearMatMul, QLinearSigmoid), through the executor: one-operation graphs fed
 //! dequantized codes, whose output codes must be those ORT 1.31 computes (CPU EP, x86-64) on a
 //! DequantizeLinear → op → QuantizeLinear graph with the same parameters. Each case was picked
 //! (by running ORT over all codes or random inputs) where float math on dequantized values gives
@@ -104,4 +104,44 @@ fn add_with_a_broadcast_innermost_swaps_the_kernel_roles() {
         let streamed = [Input(&[qa], &[1], uint8(sa, za)), Input(&[at as f32], &[1], uint8(sb, zb))];
         assert_eq!((run_codes("Add", &streamed, uint8(sy, zy))[0] - runtime).abs(), 1.0);
     }
+}
+
+/// QLinearMul: the centred codes multiply exactly, `rne(acc·(s_a·s_b/s_y) + z_y)`.
+#[test]
+fn mul_requantizes_the_exact_product_like_qlinearmul() {
+    let (a, b, y) = (uint8(0.089_576_066, 12.0), uint8(0.026_579_97, 21.0), uint8(0.642_027_8, 96.0));
+    let (qa, qb) = ([79.0, 175.0], [184.0, 88.0]);
+    let got = run_codes("Mul", &[Input(&qa, &[2], a), Input(&qb, &[2], b)], y);
+    assert_eq!(got, [136.0, 136.0]);
+    // Dequantize, multiply, quantize: 137 for both.
+    let plain =
+        |qa: f32, qb: f32| ((qa - 12.0) * 0.089_576_066f32 * ((qb - 21.0) * 0.026_579_97) / 0.642_027_8).round();
+    assert_eq!([plain(79.0, 184.0) + 96.0, plain(175.0, 88.0) + 96.0], [137.0, 137.0]);
+}
+
+/// QLinearMatMul with per-column int8 weights: exact accumulation, `m[n] = s_a·s_b[n]/s_y`.
+#[test]
+fn matmul_requantizes_per_column_like_qlinearmatmul() {
+    let a = [171.0, 204.0, 162.0, 53.0, 77.0, 0.0, 36.0, 6.0];
+    #[rustfmt::skip]
+    let b = [
+        87.0, -26.0, 76.0, -7.0,   81.0, -101.0, 124.0, 56.0,   -68.0, 36.0, -44.0, -30.0,
+        36.0, -97.0, -101.0, -18.0,   99.0, -88.0, -110.0, 67.0,   -13.0, 2.0, -63.0, -126.0,
+        -73.0, -9.0, -46.0, -30.0,   -55.0, -79.0, -56.0, 117.0,
+    ];
+    let b_scales = vec![0.007_008_598, 0.009_871_717, 0.001_446_416_5, 0.006_213_436];
+    let weights = config(true, b_scales, vec![0.0; 4], Some(1));
+    let inputs = [Input(&a, &[1, 8], uint8(0.027_618_57, 201.0)), Input(&b, &[8, 4], weights)];
+    // Float math on dequantized values gives 108 in the last column.
+    assert_eq!(run_codes("MatMul", &inputs, uint8(0.006_046_648, 13.0)), [255.0, 255.0, 255.0, 109.0]);
+}
+
+/// QLinearSigmoid: a table of MLAS's logistic on the dequantized codes. Code 170 maps to 227
+/// there; `1/(1 + e^−x)` rounds to 226 (the one entry of 256 where they differ, on a Sigmoid
+/// of PP-OCRv4 rec).
+#[test]
+fn sigmoid_looks_up_mlas_logistic_like_qlinearsigmoid() {
+    let codes = [0.0, 100.0, 134.0, 160.0, 170.0, 180.0, 255.0];
+    let got = run_codes("Sigmoid", &[Input(&codes, &[7], uint8(0.057_381_652, 134.0))], uint8(0.003_918_447_5, 0.0));
+    assert_eq!(got, [0.0, 32.0, 128.0, 208.0, 227.0, 238.0, 255.0]);
 }

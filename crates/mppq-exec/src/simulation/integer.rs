@@ -1,6 +1,6 @@
-//! Integer-exact simulation of quantized convolutions and additions: what an integer runtime
-//! computes (ONNX Runtime's QLinearConv and QLinearAdd, and int8 engines in general) instead of
-//! float math on dequantized values.
+//! Integer-exact simulation of the operations ONNX Runtime fuses from QDQ into integer kernels
+//! (QLinearConv, QLinearMatMul, QLinearAdd, QLinearMul, QLinearSigmoid; int8 engines in general
+//! for the convolutions): what the runtime computes instead of float math on dequantized values.
 //!
 //! An integer kernel accumulates `(q_x − z_x)·q_w` exactly in int32, adds the int32 bias, and
 //! requantizes once with a float multiplier `m[c] = s_x·s_w[c] / s_y` (float32, in that order):
@@ -118,17 +118,20 @@ impl IntegerConv {
 }
 
 /// How one Add of two quantized tensors is simulated: as ONNX Runtime's QLinearAdd computes it
-/// (MLAS, x86): with `r_a = s_a/s_y`, `r_b = s_b/s_y` and `f = z_y − (r_a·z_a + r_b·z_b)` in
-/// float32, `q_y = sat(rne((f + q_a·r_a) + q_b·r_b))` on the raw codes. Dequantize-add-quantize
-/// rounds differently on values within an ulp of a rounding boundary (0.01 % of a residual
-/// Add's outputs in a CRNN), and a recurrent layer after it amplifies each flip.
+/// on x86-64 (MLAS's AVX2 kernel, used on every CPU with AVX2 and FMA): with `r_a = s_a/s_y`,
+/// `r_b = s_b/s_y` and `f = z_y − fma(r_a, z_a, r_b·z_b)` in float32, `q_y = sat(rne(fma(q_a,
+/// r_a, fma(q_b, r_b, f))))` on the raw codes (each fma rounds once). Where input A is a single
+/// value along the innermost dimension (a broadcast `[C, 1]`-like A), ORT hands the kernel B as
+/// the streamed input and A as the scalar: the roles swap. Dequantize-add-quantize rounds
+/// differently on values within an ulp of a rounding boundary (0.01 % of a residual Add's
+/// outputs in a CRNN), and unfused float rounding (no fma) still on a few per million: enough,
+/// through a deep network, to move whole regions of the output by a step.
 #[derive(Clone, Debug)]
 pub struct IntegerAdd {
     a: (f32, f32),
     b: (f32, f32),
     ratio_a: f32,
     ratio_b: f32,
-    fixed: f32,
     y_scale: f32,
     y_zero: f32,
     lo: f32,
@@ -154,13 +157,11 @@ impl IntegerAdd {
             return None;
         }
         let (sa, za, sb, zb, sy, zy) = (a.scale[0], a.offset[0], b.scale[0], b.offset[0], y.scale[0], y.offset[0]);
-        let (ratio_a, ratio_b) = (sa / sy, sb / sy);
         Some(Self {
             a: (sa, za),
             b: (sb, zb),
-            ratio_a,
-            ratio_b,
-            fixed: zy - (ratio_a * za + ratio_b * zb),
+            ratio_a: sa / sy,
+            ratio_b: sb / sy,
             y_scale: sy,
             y_zero: zy,
             lo: y.quant_min as f32,
@@ -168,32 +169,41 @@ impl IntegerAdd {
         })
     }
 
-    /// Replaces the dequantized inputs by `f + q_a·r_a` and `q_b·r_b`, so the Add kernel's sum
-    /// is the runtime's; a one-element `b` is folded into the first term, as MLAS does.
+    /// MLAS's kernel on codes `q_x` (streamed, ratio `r_x`, zero point `z_x`) and `q_s` (ratio
+    /// `r_s`, zero point `z_s`): `fma(q_x, r_x, fma(q_s, r_s, z_y − fma(r_x, z_x, r_s·z_s)))`.
+    fn kernel(&self, (qx, rx, zx): (f32, f32, f32), (qs, rs, zs): (f32, f32, f32)) -> f32 {
+        let fixed = self.y_zero - rx.mul_add(zx, rs * zs);
+        qx.mul_add(rx, qs.mul_add(rs, fixed))
+    }
+
+    /// Computes the runtime's unrounded sum (broadcast to the output shape) into input 0 and
+    /// zeros into input 1, so the Add kernel passes it through unchanged.
     pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+        let (Some(Some(Value::Tensor(a))), Some(Some(Value::Tensor(b)))) = (inputs.first(), inputs.get(1)) else {
+            return Ok(());
+        };
+        let (sa, sb) = (a.shape(), b.shape());
+        let fail =
+            |message: String| ExecError::Op { node: "integer simulation".into(), op_type: "Add".into(), message };
+        let zeros = b.zeros_like();
+        let (a_full, b_full, out) = crate::tensor::broadcast_pair(a.clone(), b.clone())
+            .map_err(|(x, y)| fail(format!("shapes {x:?} and {y:?} do not broadcast")))?;
+        let a_streamed = !a_scalar_per_span(&sa, &sb, &out);
         let (lo, hi) = (self.lo, self.hi);
         // A value outside its grid (not quantized upstream) saturates, as the runtime's Q before the Add does.
         let code = |v: f32, (s, z): (f32, f32)| ((v / s).round_ties_even() + z).clamp(lo, hi);
-        let b_scalar = match inputs.get(1) {
-            Some(Some(Value::Tensor(t))) if t.numel() == 1 => t.to_f32_vec().first().map(|v| code(*v, self.b)),
-            _ => None,
-        };
-        let fixed = match b_scalar {
-            Some(qb) => self.fixed + qb * self.ratio_b,
-            None => self.fixed,
-        };
-        if let Some(Some(Value::Tensor(t))) = inputs.first() {
-            let a = map_values(t, |v| fixed + code(v, self.a) * self.ratio_a)?;
-            inputs[0] = Some(Value::Tensor(a));
-        }
-        if let Some(Some(Value::Tensor(t))) = inputs.get(1) {
-            let b = if b_scalar.is_some() {
-                map_values(t, |_| 0.0)?
-            } else {
-                map_values(t, |v| code(v, self.b) * self.ratio_b)?
-            };
-            inputs[1] = Some(Value::Tensor(b));
-        }
+        let values: Vec<f32> = a_full
+            .to_f32_vec()
+            .into_iter()
+            .zip(b_full.to_f32_vec())
+            .map(|(va, vb)| {
+                let qa = (code(va, self.a), self.ratio_a, self.a.1);
+                let qb = (code(vb, self.b), self.ratio_b, self.b.1);
+                if a_streamed { self.kernel(qa, qb) } else { self.kernel(qb, qa) }
+            })
+            .collect();
+        inputs[0] = Some(Value::Tensor(a.like_f32(&out, values)));
+        inputs[1] = Some(Value::Tensor(zeros));
         Ok(())
     }
 
@@ -207,22 +217,291 @@ impl IntegerAdd {
     }
 }
 
+/// How one Mul of two quantized tensors is simulated: as ONNX Runtime's QLinearMul computes it
+/// (MLAS, x86-64: SSE2, no fused multiply-add): the centred codes multiply exactly in int32,
+/// `q_y = sat(rne(acc·m + z_y))` with `m = s_a·s_b/s_y` in float32, in that order. Float math on
+/// dequantized values rounds differently within an ulp of a boundary (0.02 % of a hard-swish
+/// product in PP-OCRv4 rec, which the network then amplifies).
+#[derive(Clone, Debug)]
+pub struct IntegerMul {
+    a: (f32, f32),
+    b: (f32, f32),
+    multiplier: f32,
+    y_scale: f32,
+    y_zero: f32,
+    lo: f32,
+    hi: f32,
+}
+
+impl IntegerMul {
+    /// The plan for a Mul whose two inputs and output are 8-bit per-tensor linear (ORT fuses
+    /// exactly those into QLinearMul).
+    pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
+        if op_type != "Mul" || config.input_configs.len() != 2 {
+            return None;
+        }
+        let eight_bit = |c: &&TensorQuantConfig| holds(c) && per_tensor(c) && full_8bit(c);
+        let a = config.input_configs[0].as_ref().filter(eight_bit)?;
+        let b = config.input_configs[1].as_ref().filter(eight_bit)?;
+        let y = config
+            .output_configs
+            .first()?
+            .as_ref()
+            .filter(|c| eight_bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
+        if (a.quant_min, b.quant_min) != (y.quant_min, y.quant_min) {
+            return None;
+        }
+        let (sy, zy) = (y.scale[0], y.offset[0]);
+        Some(Self {
+            a: (a.scale[0], a.offset[0]),
+            b: (b.scale[0], b.offset[0]),
+            multiplier: a.scale[0] * b.scale[0] / sy,
+            y_scale: sy,
+            y_zero: zy,
+            lo: y.quant_min as f32,
+            hi: y.quant_max as f32,
+        })
+    }
+
+    /// Replaces both inputs by their centred codes `q − z` (saturated at the grid, as the
+    /// runtime's Q in front of the fused kernel does); their product is exact in float32.
+    pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+        let (lo, hi) = (self.lo, self.hi);
+        for (slot, (s, z)) in inputs.iter_mut().zip([self.a, self.b]) {
+            if let Some(Value::Tensor(t)) = slot.as_ref() {
+                let centred = map_values(t, |v| ((v / s).round_ties_even() + z).clamp(lo, hi) - z)?;
+                *slot = Some(Value::Tensor(centred));
+            }
+        }
+        Ok(())
+    }
+
+    /// The integer product becomes the saturated code, dequantized.
+    pub fn requantize(&self, outputs: &mut [Option<Value>]) -> Result<()> {
+        let Some(Some(Value::Tensor(acc))) = outputs.first() else { return Ok(()) };
+        let (m, lo, hi, zy, sy) = (self.multiplier, self.lo, self.hi, self.y_zero, self.y_scale);
+        let y = map_values(acc, |v| ((v * m + zy).round_ties_even().clamp(lo, hi) - zy) * sy)?;
+        outputs[0] = Some(Value::Tensor(y));
+        Ok(())
+    }
+}
+
+/// How one MatMul is simulated on the integer path: as ONNX Runtime's QLinearMatMul computes
+/// it: centred codes `(q_a − z_a)·(q_b − z_b[n])` accumulated exactly, requantized with
+/// `m[n] = s_a·s_b[n]/s_y` per output column (float32, in that order), as for a Conv.
+#[derive(Clone, Debug)]
+pub struct IntegerMatMul {
+    a: (f32, f32),
+    /// Per column of B (or one): scale and zero point.
+    b_scale: Vec<f32>,
+    b_zero: Vec<f32>,
+    multiplier: Vec<f32>,
+    y_scale: f32,
+    /// Input code bounds (`q_min ..= q_max` of A and of B) and centred output bounds.
+    a_range: (f32, f32),
+    b_range: (f32, f32),
+    lo: f32,
+    hi: f32,
+}
+
+impl IntegerMatMul {
+    /// The plan for a MatMul of an 8-bit per-tensor A and an 8-bit B (per tensor, or per
+    /// column of a 2-D B) to an 8-bit per-tensor output: what ORT fuses into QLinearMatMul.
+    pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
+        if op_type != "MatMul" || config.input_configs.len() != 2 {
+            return None;
+        }
+        let eight_bit = |c: &&TensorQuantConfig| holds(c) && full_8bit(c);
+        let a = config.input_configs[0].as_ref().filter(|c| eight_bit(c) && per_tensor(c))?;
+        let b = config.input_configs[1]
+            .as_ref()
+            .filter(|c| eight_bit(c) && (per_tensor(c) || c.channel_axis == Some(1)))?;
+        let y = config
+            .output_configs
+            .first()?
+            .as_ref()
+            .filter(|c| eight_bit(c) && per_tensor(c) && c.rounding == RoundingPolicy::HalfEven)?;
+        let (sa, sy, zy) = (a.scale[0], y.scale[0], y.offset[0]);
+        Some(Self {
+            a: (sa, a.offset[0]),
+            b_scale: b.scale.clone(),
+            b_zero: b.offset.clone(),
+            multiplier: b.scale.iter().map(|sb| sa * sb / sy).collect(),
+            y_scale: sy,
+            a_range: (a.quant_min as f32, a.quant_max as f32),
+            b_range: (b.quant_min as f32, b.quant_max as f32),
+            lo: y.quant_min as f32 - zy,
+            hi: y.quant_max as f32 - zy,
+        })
+    }
+
+    /// Replaces A and B by their centred codes (saturated at their grids); B's per-column
+    /// parameters run along its last axis.
+    pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+        if let Some(Some(Value::Tensor(t))) = inputs.first() {
+            let ((s, z), (lo, hi)) = (self.a, self.a_range);
+            let centred = map_values(t, |v| ((v / s).round_ties_even() + z).clamp(lo, hi) - z)?;
+            inputs[0] = Some(Value::Tensor(centred));
+        }
+        if let Some(Some(Value::Tensor(t))) = inputs.get(1) {
+            let (lo, hi) = self.b_range;
+            let params: Vec<f32> = (0..self.b_scale.len()).map(|i| i as f32).collect();
+            let axis = t.rank().saturating_sub(1);
+            let centred = map_channels(t, axis, &params, |v, i| {
+                let (s, z) = (self.b_scale[i as usize], self.b_zero[i as usize]);
+                ((v / s).round_ties_even() + z).clamp(lo, hi) - z
+            })?;
+            inputs[1] = Some(Value::Tensor(centred));
+        }
+        Ok(())
+    }
+
+    /// The exact accumulator becomes the runtime's saturated code, dequantized.
+    pub fn requantize(&self, outputs: &mut [Option<Value>]) -> Result<()> {
+        let Some(Some(Value::Tensor(acc))) = outputs.first() else { return Ok(()) };
+        let (lo, hi, sy) = (self.lo, self.hi, self.y_scale);
+        let axis = acc.rank().saturating_sub(1);
+        let y = map_channels(acc, axis, &self.multiplier, |v, m| (v * m).clamp(lo, hi).round_ties_even() * sy)?;
+        outputs[0] = Some(Value::Tensor(y));
+        Ok(())
+    }
+}
+
+/// MLAS's logistic function on x86-64 (its FMA3 kernel): Eigen's rational approximation on
+/// `x` clamped to ±18, `p(x)/q(x) + 0.5` with every polynomial step one fused multiply-add.
+/// It differs from `1/(1 + e^−x)` by a few ulps: enough to move a table entry of ORT's
+/// QLinearSigmoid across a rounding boundary.
+#[allow(clippy::excessive_precision)] // MLAS's float literals, as written there
+fn mlas_logistic(x: f32) -> f32 {
+    const ALPHA: [f32; 5] =
+        [4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03, 2.48287947061529e-01];
+    const BETA: [f32; 6] = [
+        6.10247389755681e-13,
+        5.76102136993427e-09,
+        6.29106785017040e-06,
+        1.70198817374094e-03,
+        1.16817656904453e-01,
+        9.93151921023180e-01,
+    ];
+    let x = x.clamp(-18.0, 18.0);
+    let x2 = x * x;
+    let p = ALPHA[1..].iter().fold(ALPHA[0], |p, a| x2.mul_add(p, *a));
+    let q = BETA[1..].iter().fold(BETA[0], |q, b| x2.mul_add(q, *b));
+    ((x * p) / q + 0.5).max(0.0)
+}
+
+/// How one Sigmoid between 8-bit per-tensor grids is simulated: as ONNX Runtime's
+/// QLinearSigmoid computes it, a 256-entry table built once from the dequantized input codes
+/// with MLAS's logistic ([`mlas_logistic`]) and quantized with `rne(v/s_y) + z_y`.
+#[derive(Clone, Debug)]
+pub struct IntegerSigmoid {
+    x: (f32, f32),
+    x_range: (f32, f32),
+    /// The dequantized output per input code `q_min ..= q_max`.
+    table: Vec<f32>,
+    /// The looked-up outputs of the running operation (set by `integer_inputs`).
+    looked_up: Option<Vec<f32>>,
+}
+
+impl IntegerSigmoid {
+    pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
+        if op_type != "Sigmoid" {
+            return None;
+        }
+        let eight_bit = |c: &&TensorQuantConfig| holds(c) && per_tensor(c) && full_8bit(c);
+        let x = config.input_configs.first()?.as_ref().filter(eight_bit)?;
+        let y = config
+            .output_configs
+            .first()?
+            .as_ref()
+            .filter(|c| eight_bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
+        let (sx, zx, sy, zy) = (x.scale[0], x.offset[0], y.scale[0], y.offset[0]);
+        let (y_lo, y_hi) = (y.quant_min as f32, y.quant_max as f32);
+        let table = (x.quant_min..=x.quant_max)
+            .map(|q| {
+                let v = mlas_logistic(sx * (q as f32 - zx));
+                (((v / sy).round_ties_even() + zy).clamp(y_lo, y_hi) - zy) * sy
+            })
+            .collect();
+        Some(Self { x: (sx, zx), x_range: (x.quant_min as f32, x.quant_max as f32), table, looked_up: None })
+    }
+
+    /// Looks the outputs up from the input codes; the kernel still runs (for the output's shape
+    /// and type), and `requantize` replaces its result.
+    pub fn integer_inputs(&mut self, inputs: &[Option<Value>]) -> Result<()> {
+        let Some(Some(Value::Tensor(t))) = inputs.first() else { return Ok(()) };
+        if t.kind() != Kind::Float {
+            return Ok(());
+        }
+        let ((s, z), (lo, hi)) = (self.x, self.x_range);
+        let looked_up = t
+            .to_f32_vec()
+            .into_iter()
+            .map(|v| {
+                let index = (((v / s).round_ties_even() + z).clamp(lo, hi) - lo) as usize;
+                self.table.get(index).copied().unwrap_or(f32::NAN)
+            })
+            .collect();
+        self.looked_up = Some(looked_up);
+        Ok(())
+    }
+
+    pub fn requantize(&self, outputs: &mut [Option<Value>]) -> Result<()> {
+        let (Some(Some(Value::Tensor(y))), Some(values)) = (outputs.first(), self.looked_up.as_ref()) else {
+            return Ok(());
+        };
+        if y.numel() != values.len() {
+            return Err(ExecError::Op {
+                node: "integer simulation".into(),
+                op_type: "Sigmoid".into(),
+                message: format!("{} outputs for {} inputs", y.numel(), values.len()),
+            });
+        }
+        outputs[0] = Some(Value::Tensor(y.like_f32(&y.shape(), values.clone())));
+        Ok(())
+    }
+}
+
+/// Whether ONNX Runtime's broadcast loop hands QLinearAdd input A as one value per span: A has
+/// size 1 on the innermost output dimension larger than 1 and B does not (then B is streamed).
+fn a_scalar_per_span(a: &[usize], b: &[usize], out: &[usize]) -> bool {
+    let dim = |s: &[usize], i: usize| {
+        let lead = out.len() - s.len();
+        if i < lead { 1 } else { s[i - lead] }
+    };
+    match (0..out.len()).rev().find(|&i| out[i] > 1) {
+        Some(i) => dim(a, i) == 1 && dim(b, i) > 1,
+        None => false,
+    }
+}
+
 /// The integer path of one operation, when it has one.
 #[derive(Clone, Debug)]
 pub enum IntegerPlan {
     Conv(IntegerConv),
     Add(IntegerAdd),
+    Mul(IntegerMul),
+    MatMul(IntegerMatMul),
+    Sigmoid(IntegerSigmoid),
 }
 
 impl IntegerPlan {
     pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
-        IntegerConv::plan(op_type, config).map(Self::Conv).or_else(|| IntegerAdd::plan(op_type, config).map(Self::Add))
+        IntegerConv::plan(op_type, config)
+            .map(Self::Conv)
+            .or_else(|| IntegerAdd::plan(op_type, config).map(Self::Add))
+            .or_else(|| IntegerMul::plan(op_type, config).map(Self::Mul))
+            .or_else(|| IntegerMatMul::plan(op_type, config).map(Self::MatMul))
+            .or_else(|| IntegerSigmoid::plan(op_type, config).map(Self::Sigmoid))
     }
 
-    pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
+    pub fn integer_inputs(&mut self, inputs: &mut [Option<Value>]) -> Result<()> {
         match self {
             Self::Conv(p) => p.integer_inputs(inputs),
             Self::Add(p) => p.integer_inputs(inputs),
+            Self::Mul(p) => p.integer_inputs(inputs),
+            Self::MatMul(p) => p.integer_inputs(inputs),
+            Self::Sigmoid(p) => p.integer_inputs(inputs),
         }
     }
 
@@ -230,6 +509,9 @@ impl IntegerPlan {
         match self {
             Self::Conv(p) => p.requantize(outputs),
             Self::Add(p) => p.requantize(outputs),
+            Self::Mul(p) => p.requantize(outputs),
+            Self::MatMul(p) => p.requantize(outputs),
+            Self::Sigmoid(p) => p.requantize(outputs),
         }
     }
 }
@@ -344,6 +626,17 @@ mod tests {
             qa.iter().zip(&qb).map(|(a, b)| (((a - za) * sa + (b - zb) * sb) / sy).round_ties_even() + zy).collect();
         assert_eq!(plain, [117.0, 249.0]);
         assert!(IntegerPlan::plan("Add", &cfg).is_some() && IntegerAdd::plan("Mul", &cfg).is_none());
+    }
+
+    #[test]
+    fn logistic_is_mlas_rational_approximation() {
+        // Symmetric around 0.5, saturating at ±18, within a few ulps of the exact function.
+        assert_eq!(mlas_logistic(0.0), 0.5);
+        assert_eq!(mlas_logistic(40.0), mlas_logistic(18.0));
+        for x in [-9.0f32, -3.3, -0.7, 0.2, 1.9, 6.5] {
+            let exact = 1.0 / (1.0 + (-f64::from(x)).exp());
+            assert!((f64::from(mlas_logistic(x)) - exact).abs() < 1e-6, "{x}");
+        }
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
         self.pending = None;
         if let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() {
             self.applied.0 += self.apply(inputs, &cfg.input_configs)?;
-            if let Some(plan) = IntegerPlan::plan(op.op_type, cfg).filter(|_| self.integer_kernels) {
+            if let Some(mut plan) = IntegerPlan::plan(op.op_type, cfg).filter(|_| self.integer_kernels) {
                 plan.integer_inputs(inputs)?;
                 self.pending = Some((op.id, plan));
             }

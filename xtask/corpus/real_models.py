@@ -352,44 +352,70 @@ def sanitize(name):
     return s
 
 
-def sim_vs_ort(sim_dir, quant_json, files, ort_outs):
-    """mppq's simulation (`mppq run --quant-config`) vs ORT running mppq's QDQ export."""
-    q = json.loads(Path(quant_json).read_text())
-    tensors = q.get("tensors", {})
+def agreement(tensors, pairs):
+    """SNR, max |Δ| and % within one quantization step (outputs with a per-tensor scale in
+    quant.json) of `pairs`: (name, candidate, ORT reference) output arrays."""
     within = counted = 0
     sig = err = 0.0
     max_diff = 0.0
     no_step = set()
-    for f, outs in zip(files, ort_outs):
-        for name, b in outs.items():
-            if not np.issubdtype(b.dtype, np.floating):
-                continue
-            p = Path(sim_dir) / f.stem / (sanitize(name) + ".npy")
-            a = np.load(p).astype(np.float64)
-            b = b.astype(np.float64)
-            if a.shape != b.shape:
-                raise ValueError(f"simulation output {name}: shape {list(a.shape)} vs ORT {list(b.shape)}")
-            d = np.abs(a - b)
-            max_diff = max(max_diff, float(d.max()) if d.size else 0.0)
-            sig += float((b ** 2).sum())
-            err += float((d ** 2).sum())
-            t = tensors.get(name)
-            if t and t.get("state") == "activated" and len(t.get("scale", [])) == 1:
-                within += int((d <= t["scale"][0] * (1 + 1e-4)).sum())
-                counted += d.size
-            else:
-                no_step.add(name)
+    for name, a, b in pairs:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        if a.shape != b.shape:
+            raise ValueError(f"output {name}: shape {list(a.shape)} vs ORT {list(b.shape)}")
+        d = np.abs(a - b)
+        max_diff = max(max_diff, float(d.max()) if d.size else 0.0)
+        sig += float((b ** 2).sum())
+        err += float((d ** 2).sum())
+        t = tensors.get(name)
+        if t and t.get("state") == "activated" and len(t.get("scale", [])) == 1:
+            within += int((d <= t["scale"][0] * (1 + 1e-4)).sum())
+            counted += d.size
+        else:
+            no_step.add(name)
     snr = float("inf") if err == 0 else 10 * np.log10(sig / err) if sig > 0 else float("-inf")
-    res = {"snr_db": snr, "max_abs_diff": max_diff, "within_one_step_pct": (100.0 * within / counted) if counted else None,
-           "outputs_without_scale": sorted(no_step)}
-    parts = []
-    if counted:
-        parts.append(f"{res['within_one_step_pct']:.2f}% ≤1 step")
-    parts.append(f"SNR {snr:.1f} dB")
-    parts.append(f"max|Δ| {max_diff:.3g}")
-    if no_step:
-        parts.append(f"{len(no_step)} output(s) without a scale")
-    res["text"] = ", ".join(parts)
+    return {"snr_db": snr, "max_abs_diff": max_diff,
+            "within_one_step_pct": (100.0 * within / counted) if counted else None,
+            "outputs_without_scale": sorted(no_step)}
+
+
+def float_outputs(outs):
+    return [(k, v) for k, v in outs.items() if np.issubdtype(v.dtype, np.floating)]
+
+
+JITTER = 1e-6
+
+
+def jittered(batch, seed):
+    """`batch` with every float input scaled by (1 + JITTER·N(0, 1)), element-wise."""
+    rng = np.random.default_rng(seed)
+    return {k: (v * (1 + JITTER * rng.standard_normal(v.shape))).astype(v.dtype)
+            if np.issubdtype(v.dtype, np.floating) else v for k, v in batch.items()}
+
+
+def sim_vs_ort(sim_dir, quant_json, files, ort_outs, export, batches):
+    """mppq's simulation (`mppq run --quant-config`) vs ORT running mppq's QDQ export, next to
+    the floor: ORT running the same export on inputs jittered by 1e-6 (relative) vs itself.
+    Where one step of a network's output is a tiny change, float rounding alone moves it;
+    a simulation within that floor is as close as ORT is to itself."""
+    tensors = json.loads(Path(quant_json).read_text()).get("tensors", {})
+    pairs = [(name, np.load(Path(sim_dir) / f.stem / (sanitize(name) + ".npy")), b)
+             for f, outs in zip(files, ort_outs) for name, b in float_outputs(outs)]
+    res = agreement(tensors, pairs)
+    _, jitter_outs = run_model(export, [jittered(b, i) for i, b in enumerate(batches)])
+    floor = agreement(tensors, [(name, j[name], b) for j, outs in zip(jitter_outs, ort_outs)
+                                for name, b in float_outputs(outs)])
+    res["jitter_floor"] = floor
+
+    def text(r):
+        parts = []
+        if r["within_one_step_pct"] is not None:
+            parts.append(f"{r['within_one_step_pct']:.2f}% ≤1 step")
+        parts.append(f"SNR {r['snr_db']:.1f} dB")
+        parts.append(f"max|Δ| {r['max_abs_diff']:.3g}")
+        return ", ".join(parts)
+    without = f", {len(res['outputs_without_scale'])} output(s) without a scale" if res["outputs_without_scale"] else ""
+    res["text"] = f"{text(res)}{without}; ORT vs itself at 1e-6 input jitter: {text(floor)}"
     return res
 
 
@@ -439,7 +465,7 @@ def cmd_evaluate(args):
             r["metric"], r["metric_text"] = value, text
             if name == "mppq" and args.sim:
                 try:
-                    r["sim_vs_ort"] = sim_vs_ort(args.sim, args.quant_json, files, got)
+                    r["sim_vs_ort"] = sim_vs_ort(args.sim, args.quant_json, files, got, path, batches)
                 except Exception as e:
                     r["sim_vs_ort"] = {"error": describe(e)}
         except Exception as e:

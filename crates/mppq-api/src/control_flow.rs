@@ -163,7 +163,8 @@ fn quantize_branch(
     let mut setting = q.setting.clone();
     // The budget and the analysis belong to the whole model.
     setting.budget = Default::default();
-    let mut sub = ModelQuantizer::new(q.platform.clone(), model, setting)?;
+    let plan = crate::upgrade::OpsetPlan { upgrade: None, cap: q.opset_cap.clone() };
+    let mut sub = ModelQuantizer::at_opset(q.platform.clone(), model, setting, plan)?;
     sub.quantize(&calib, progress)?;
     let mut graph = std::mem::take(&mut sub.model.graph);
     for var in promoted {

@@ -37,6 +37,8 @@ pub struct ModelQuantizer {
     exporters: Vec<(Arc<dyn Exporter>, ExportOptions)>,
     /// What converting a model older than opset 13 rewrote when it was loaded ([`crate::upgrade`]).
     pub opset_upgrade: Option<mppq_ir::morph::OpsetUpgrade>,
+    /// Set when the model cannot reach opset 13: it is quantized below, per tensor.
+    pub opset_cap: Option<crate::upgrade::OpsetCap>,
 }
 
 /// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
@@ -56,7 +58,21 @@ pub fn ignored_scope(items: &[String]) -> IgnoredScope {
 }
 
 impl ModelQuantizer {
+    /// Loads `model` for quantization on `platform`: converts it to opset 13 when it is older
+    /// ([`crate::upgrade`]), checks the setting.
     pub fn new(platform: Arc<dyn Platform>, mut model: Model, setting: QuantizeSetting) -> Result<Self> {
+        let plan = crate::upgrade::upgrade_for_quantization(&mut model)?;
+        Self::at_opset(platform, model, setting, plan)
+    }
+
+    /// [`Self::new`] for a model already at the opset it is quantized at (`plan` says how it got
+    /// there): the branches of an If are quantized at their model's opset.
+    pub(crate) fn at_opset(
+        platform: Arc<dyn Platform>,
+        mut model: Model,
+        setting: QuantizeSetting,
+        plan: crate::upgrade::OpsetPlan,
+    ) -> Result<Self> {
         let quantizer: Arc<dyn Quantizer> = platform.quantizer(&setting.quantizer)?.into();
         let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
         dispatcher_by_name(&dispatcher)?;
@@ -65,7 +81,6 @@ impl ModelQuantizer {
         let exporters = resolve_exporters(&setting, &platform.exporters())?;
         setting.budget.validate()?;
         setting.pipeline.validate()?;
-        let opset_upgrade = crate::upgrade::upgrade_for_quantization(&mut model)?;
         // Configs, reports and the quantization JSON name operations: each needs its own name.
         model.graph.name_operations();
         Ok(Self {
@@ -80,7 +95,8 @@ impl ModelQuantizer {
             float_reference: None,
             budget: None,
             exporters,
-            opset_upgrade,
+            opset_upgrade: plan.upgrade,
+            opset_cap: plan.cap,
         })
     }
 
@@ -131,6 +147,9 @@ impl ModelQuantizer {
         if let Some(at) = passes.iter().position(|p| p.name() == "init_quantization") {
             let preflight = crate::export::ExportPreflight { exporters: self.exporters.clone() };
             passes.insert(at + 1, Box::new(preflight));
+            if let Some(cap) = &self.opset_cap {
+                passes.insert(at + 1, Box::new(crate::upgrade::PerTensorBelowOpset13 { cap: cap.clone() }));
+            }
         }
         let if_inputs = crate::control_flow::capture_if_inputs(self, calib)?;
         let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
@@ -225,6 +244,8 @@ pub struct JobSummary {
     pub seconds: f64,
     /// The opset conversion done when the model was loaded, if any.
     pub opset_upgrade: Option<mppq_ir::morph::OpsetUpgrade>,
+    /// Set when the model cannot reach opset 13: it is quantized below, per tensor.
+    pub opset_cap: Option<crate::upgrade::OpsetCap>,
 }
 
 impl JobSummary {
@@ -304,6 +325,7 @@ fn summary(
         files,
         seconds: started.elapsed().as_secs_f64(),
         opset_upgrade: q.opset_upgrade.clone(),
+        opset_cap: q.opset_cap.clone(),
     }
 }
 

@@ -119,32 +119,59 @@ fn an_old_opset_model_is_converted_and_exported() {
     assert!(sq.attr("axes").is_none() && sq.inputs()[1].is_some());
 }
 
-/// A model the QDQ export cannot raise to opset 13 (a Resize with `tf_half_pixel_for_nn` in
-/// linear mode, opset 11, which has no form at 13) is refused once its configs exist, before
-/// calibration starts.
+/// A model that cannot reach opset 13 (a Resize with `tf_half_pixel_for_nn` in linear mode,
+/// opset 11, which has no form at 13) is quantized at its own opset with per-tensor weights,
+/// and says why; one that cannot reach opset 10 either (Q/DQ do not exist below) is refused once
+/// its configs exist, before calibration starts.
 #[test]
-fn an_export_that_would_fail_is_refused_before_calibration() {
+fn a_model_that_cannot_reach_opset_13_is_quantized_per_tensor_at_its_own() {
     use mppq_api::ir::{Attribute, Operation, TensorData};
+    let resize = || {
+        Operation::new("Resize", "resize")
+            .with_attr("mode", Attribute::String(b"linear".to_vec()))
+            .with_attr("coordinate_transformation_mode", Attribute::String(b"tf_half_pixel_for_nn".to_vec()))
+    };
+    let extra = || {
+        vec![
+            ("roi", TensorData::from_vec::<f32>(vec![0], &[]).unwrap()),
+            ("scales", TensorData::from_vec(vec![4], &[1.0f32, 1.0, 2.0, 2.0]).unwrap()),
+        ]
+    };
     let dir = tempfile::tempdir().unwrap();
-    let resize = Operation::new("Resize", "resize")
-        .with_attr("mode", Attribute::String(b"linear".to_vec()))
-        .with_attr("coordinate_transformation_mode", Attribute::String(b"tf_half_pixel_for_nn".to_vec()));
-    let extra = vec![
-        ("roi", TensorData::from_vec::<f32>(vec![0], &[]).unwrap()),
-        ("scales", TensorData::from_vec(vec![4], &[1.0f32, 1.0, 2.0, 2.0]).unwrap()),
-    ];
-    let (model_path, calib) = conv_then(dir.path(), resize, extra, 11);
+    let (model_path, calib) = conv_then(dir.path(), resize(), extra(), 11);
+    let out = dir.path().join("out");
+    let job = quantize_to_dir(&model_path, &calib, QuantizeSetting::default(), &out, &mut mppq_api::passes::NoProgress)
+        .unwrap();
+    let cap = job.opset_cap.as_ref().unwrap().to_string();
+    assert!(
+        cap.contains("opset 11 with per-tensor weights")
+            && cap.contains("`resize` (Resize, opset 11)")
+            && cap.contains("tf_half_pixel_for_nn"),
+        "{cap}"
+    );
+    let qdq = mppq_onnx::load_model(out.join("model.qdq.onnx")).unwrap();
+    assert_eq!(qdq.opset(""), Some(11));
+    let dq: Vec<_> = qdq.graph.operations().filter(|(_, o)| o.op_type == "DequantizeLinear").collect();
+    assert!(dq.iter().all(|(_, o)| o.attr("axis").is_none()), "per-tensor only");
+    // The conv weight is a baked integer initializer behind a DequantizeLinear.
+    let (_, conv) = qdq.graph.operations().find(|(_, o)| o.op_type == "Conv").unwrap();
+    let w = conv.inputs()[1].unwrap();
+    let producer = qdq.graph.producer(w).and_then(|p| qdq.graph.operation(p).ok()).unwrap();
+    assert_eq!(producer.op_type, "DequantizeLinear");
+
+    // A per-element BatchNormalization (`spatial` = 0) at opset 8 cannot reach opset 9, so not
+    // 10 either, where Q/DQ begin: refused before calibration.
+    let dir = tempfile::tempdir().unwrap();
+    let bn = Operation::new("BatchNormalization", "bn").with_attr("spatial", Attribute::Int(0));
+    let stats = |name, v: f32| (name, TensorData::from_vec(vec![4, 4, 4], &[v; 64]).unwrap());
+    let extra = vec![stats("scale", 1.0), stats("bias", 0.0), stats("mean", 0.0), stats("var", 1.0)];
+    let (model_path, calib) = conv_then(dir.path(), bn, extra, 8);
     let mut progress = mppq_api::passes::RecordingProgress::default();
     let out = dir.path().join("out");
     let err = quantize_to_dir(&model_path, &calib, QuantizeSetting::default(), &out, &mut progress)
         .err()
         .unwrap()
         .to_string();
-    assert!(
-        err.contains("export_preflight")
-            && err.contains("`resize` (Resize, opset 11)")
-            && err.contains("tf_half_pixel_for_nn"),
-        "{err}"
-    );
+    assert!(err.contains("export_preflight") && err.contains("`bn` (BatchNormalization, opset 8)"), "{err}");
     assert!(!progress.events.iter().any(|e| e.contains("calibration")), "{:?}", progress.events);
 }

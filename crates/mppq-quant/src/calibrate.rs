@@ -210,7 +210,11 @@ pub fn derive_biases(graph: &mut Graph) -> Result<usize> {
             config.state = QuantizationState::Fp32;
             continue;
         }
-        let scale: Vec<f32> = (0..channels).map(|c| s_in[0] * if s_w.len() == 1 { s_w[0] } else { s_w[c] }).collect();
+        let scale: Vec<f32> = if config.channel_axis.is_none() && s_w.len() == 1 {
+            vec![s_in[0] * s_w[0]]
+        } else {
+            (0..channels).map(|c| s_in[0] * if s_w.len() == 1 { s_w[0] } else { s_w[c] }).collect()
+        };
         config.offset = vec![0.0; scale.len()];
         config.scale = scale;
         config.state = QuantizationState::Passive;

@@ -325,6 +325,9 @@ fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
             println!("  {r}");
         }
     }
+    if let Some(cap) = job.opset_cap.as_ref().filter(|_| !quiet) {
+        println!("note: {cap}");
+    }
     if verbose {
         if let Some(d) = &job.dispatch {
             print!("{d}");

@@ -49,7 +49,8 @@ fn plan_fold(graph: &Graph, op_id: OpId, bn_id: OpId) -> Result<Option<FoldPlan>
     let op = graph.operation(op_id)?;
     let bn = graph.operation(bn_id)?;
     let morph_err = |message: String| IrError::Morph { morph: "fold_batchnorm", op: op.name.clone(), message };
-    if bn.output_ids().count() != 1 || bn.attr_int("training_mode", 0)? != 0 {
+    // `spatial` = 0 (before opset 9): statistics per element, not per channel.
+    if bn.output_ids().count() != 1 || bn.attr_int("training_mode", 0)? != 0 || bn.attr_int("spatial", 1)? == 0 {
         return Ok(None);
     }
     let bn_in = |i: usize| bn.inputs().get(i).copied().flatten();

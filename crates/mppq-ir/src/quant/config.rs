@@ -73,6 +73,20 @@ impl TensorQuantConfig {
         })
     }
 
+    /// Makes an uncalibrated per-channel config per-tensor (one scale for the whole tensor);
+    /// returns whether it changed. Calibrated configs are left alone.
+    pub fn make_per_tensor(&mut self) -> bool {
+        let uncalibrated = matches!(self.state, QuantizationState::Initial | QuantizationState::PassiveInit);
+        if self.channel_axis.is_none() || !uncalibrated {
+            return false;
+        }
+        self.policy = self.policy.per_tensor();
+        self.channel_axis = None;
+        self.scale.clear();
+        self.offset.clear();
+        true
+    }
+
     /// Checks the config is internally consistent: bits and range, scale/offset shapes and
     /// values, and that per-channel configs name an axis.
     pub fn validate(&self) -> Result<()> {

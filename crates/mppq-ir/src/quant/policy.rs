@@ -75,6 +75,12 @@ impl QuantizationPolicy {
         Self(bits)
     }
 
+    /// The same policy with one parameter set for the whole tensor.
+    pub fn per_tensor(self) -> Self {
+        use QuantizationProperty::*;
+        Self((self.0 & !PerChannel.bit()) | PerTensor.bit())
+    }
+
     pub fn has(self, p: QuantizationProperty) -> bool {
         self.0 & p.bit() != 0
     }

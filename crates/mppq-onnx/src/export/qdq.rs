@@ -31,8 +31,9 @@ pub struct QdqOptions {
     /// stays a float initializer holding the fake-quantized values (same numbers, but ORT
     /// then does not fuse the operation into an integer kernel).
     pub quantize_bias: bool,
-    /// Lowest default-domain opset to write; raised further when a feature needs it (13 for
-    /// per-channel, 19 for FP8, 21 for 4- and 16-bit types). Never lowered.
+    /// Lowest default-domain opset to write; raised further when a feature needs it (10 for
+    /// Q/DQ, 11 for the Clip of a narrowed range, 13 for per-channel, 19 for FP8, 21 for 4- and
+    /// 16-bit types). Never lowered.
     pub min_opset: i64,
     /// Export FP8 (E4M3FN / E5M2) configs as FLOAT8 Q/DQ at opset 19. Off by default: ONNX
     /// Runtime 1.31's CPU EP runs FLOAT8 Q/DQ, but with its default optimisations its QDQ
@@ -43,7 +44,7 @@ pub struct QdqOptions {
 
 impl Default for QdqOptions {
     fn default() -> Self {
-        Self { weights_as_integers: true, quantize_bias: true, min_opset: 13, allow_fp8: false }
+        Self { weights_as_integers: true, quantize_bias: true, min_opset: 10, allow_fp8: false }
     }
 }
 
@@ -53,6 +54,8 @@ impl Default for QdqOptions {
 struct QFormat {
     dtype: DataType,
     clip: bool,
+    /// What needs `opset` (for messages): "per-channel Q/DQ", "Int4 Q/DQ", ….
+    feature: &'static str,
     opset: i64,
     ir: i64,
 }
@@ -74,18 +77,18 @@ fn format_of(c: &TensorQuantConfig, param: bool) -> std::result::Result<QFormat,
                 c.quant_min, c.quant_max
             ));
         }
-        return Ok(QFormat { dtype, clip: false, opset: 19, ir: 9 });
+        return Ok(QFormat { dtype, clip: false, feature: "FLOAT8 Q/DQ", opset: 19, ir: 9 });
     }
     if c.policy.is_power_of_2() && c.scale.iter().any(|s| s.log2().fract() != 0.0) {
         return Err("power-of-2 policy with a scale that is not a power of two".into());
     }
     let signed = c.quant_min < 0;
     let (dtype, opset, ir) = match (c.num_of_bits, signed) {
-        (32, _) => (DataType::Int32, 13, 7),
+        (32, _) => (DataType::Int32, 10, 7),
         (4, true) if param => (DataType::Int4, 21, 10),
         (4, false) if param => (DataType::Uint4, 21, 10),
-        (2..=8, true) => (DataType::Int8, 13, 7),
-        (2..=8, false) => (DataType::Uint8, 13, 7),
+        (2..=8, true) => (DataType::Int8, 10, 7),
+        (2..=8, false) => (DataType::Uint8, 10, 7),
         (9..=16, true) => (DataType::Int16, 21, 10),
         (9..=16, false) => (DataType::Uint16, 21, 10),
         (b, _) => return Err(format!("{b} bits cannot be exported")),
@@ -94,7 +97,18 @@ fn format_of(c: &TensorQuantConfig, param: bool) -> std::result::Result<QFormat,
     if c.quant_min < lo || c.quant_max > hi {
         return Err(format!("range [{}, {}] does not fit {dtype:?}", c.quant_min, c.quant_max));
     }
-    Ok(QFormat { dtype, clip: (c.quant_min, c.quant_max) != (lo, hi), opset, ir })
+    let clip = (c.quant_min, c.quant_max) != (lo, hi);
+    // Q/DQ exist from opset 10, per tensor; their `axis` (per channel) from 13; a Clip with
+    // bounds as inputs from 11.
+    let (opset, feature) = match (c.channel_axis.is_some(), clip) {
+        _ if opset > 13 => {
+            (opset, if matches!(dtype, DataType::Int4 | DataType::Uint4) { "4-bit Q/DQ" } else { "16-bit Q/DQ" })
+        }
+        (true, _) => (13, "per-channel Q/DQ"),
+        (false, true) => (11, "the Clip of a narrowed range"),
+        (false, false) => (opset, "Q/DQ"),
+    };
+    Ok(QFormat { dtype, clip, feature, opset, ir })
 }
 
 fn type_range(dtype: DataType) -> (i64, i64) {
@@ -337,7 +351,7 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
 /// large model takes minutes; this refusal then comes first.
 pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<()> {
     let mut to = options.min_opset.max(from);
-    let mut why = "per-channel Q/DQ".to_string();
+    let mut why = "Q/DQ";
     for (_, op) in graph.operations() {
         let Some(qc) = op.quant_config.as_ref() else { continue };
         for (slot, c) in qc.input_configs.iter().chain(&qc.output_configs).enumerate() {
@@ -352,11 +366,11 @@ pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<(
                 && f.opset > to
             {
                 to = f.opset;
-                why = format!("{:?} Q/DQ", f.dtype);
+                why = f.feature;
             }
         }
     }
-    if to <= from { Ok(()) } else { check_raise(graph, from, to, &why) }
+    if to <= from { Ok(()) } else { check_raise(graph, from, to, why) }
 }
 
 /// Exports `model` (operations carrying calibrated configs) as a float ONNX model with
@@ -366,16 +380,16 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     let mut formats = Vec::new();
     collect_formats(&out.graph, options, &mut formats)?;
     let mut opset = options.min_opset.max(model.opset("").unwrap_or(1));
-    let mut why = "per-channel Q/DQ".to_string();
+    let mut why = "Q/DQ";
     let mut ir = 7;
     for f in formats {
         if f.opset > opset {
-            why = format!("{:?} Q/DQ", f.dtype);
+            why = f.feature;
         }
         opset = opset.max(f.opset);
         ir = ir.max(f.ir);
     }
-    raise_opset(&mut out, opset, &why)?;
+    raise_opset(&mut out, opset, why)?;
     out.ir_version = out.ir_version.max(ir).min(crate::MAX_IR_VERSION);
     export_graph(&mut out.graph, options, opset, &HashSet::new())?;
     Ok(out)

@@ -352,9 +352,10 @@ def sanitize(name):
     return s
 
 
-def agreement(tensors, pairs):
+def agreement(tensors, steps, pairs):
     """SNR, max |Δ| and % within one quantization step (outputs with a per-tensor scale in
-    quant.json) of `pairs`: (name, candidate, ORT reference) output arrays."""
+    quant.json, or in `steps`: `output_steps`) of `pairs`: (name, candidate, ORT reference)
+    output arrays."""
     within = counted = 0
     sig = err = 0.0
     max_diff = 0.0
@@ -368,8 +369,10 @@ def agreement(tensors, pairs):
         sig += float((b ** 2).sum())
         err += float((d ** 2).sum())
         t = tensors.get(name)
-        if t and t.get("state") == "activated" and len(t.get("scale", [])) == 1:
-            within += int((d <= t["scale"][0] * (1 + 1e-4)).sum())
+        step = t["scale"][0] if t and t.get("state") == "activated" and len(t.get("scale", [])) == 1 \
+            else steps.get(name)
+        if step is not None:
+            within += int((d <= step * (1 + 1e-4)).sum())
             counted += d.size
         else:
             no_step.add(name)
@@ -393,17 +396,41 @@ def jittered(batch, seed):
             if np.issubdtype(v.dtype, np.floating) else v for k, v in batch.items()}
 
 
+RELAYS = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
+
+
+def output_steps(export):
+    """Per graph output of the QDQ export, one quantization step: the scale of the per-tensor
+    DequantizeLinear it comes from, through ops that only move values (Reshape, Transpose, …)."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(str(export))
+    producer = {o: n for n in m.graph.node for o in n.output}
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    steps = {}
+    for out in m.graph.output:
+        n = producer.get(out.name)
+        while n is not None and n.op_type in RELAYS:
+            n = producer.get(n.input[0])
+        if n is not None and n.op_type == "DequantizeLinear" and n.input[1] in inits:
+            scale = inits[n.input[1]]
+            if scale.size == 1:
+                steps[out.name] = float(scale.reshape(-1)[0])
+    return steps
+
+
 def sim_vs_ort(sim_dir, quant_json, files, ort_outs, export, batches):
     """mppq's simulation (`mppq run --quant-config`) vs ORT running mppq's QDQ export, next to
     the floor: ORT running the same export on inputs jittered by 1e-6 (relative) vs itself.
     Where one step of a network's output is a tiny change, float rounding alone moves it;
     a simulation within that floor is as close as ORT is to itself."""
     tensors = json.loads(Path(quant_json).read_text()).get("tensors", {})
+    steps = output_steps(export)
     pairs = [(name, np.load(Path(sim_dir) / f.stem / (sanitize(name) + ".npy")), b)
              for f, outs in zip(files, ort_outs) for name, b in float_outputs(outs)]
-    res = agreement(tensors, pairs)
+    res = agreement(tensors, steps, pairs)
     _, jitter_outs = run_model(export, [jittered(b, i) for i, b in enumerate(batches)])
-    floor = agreement(tensors, [(name, j[name], b) for j, outs in zip(jitter_outs, ort_outs)
+    floor = agreement(tensors, steps, [(name, j[name], b) for j, outs in zip(jitter_outs, ort_outs)
                                 for name, b in float_outputs(outs)])
     res["jitter_floor"] = floor
 

@@ -262,11 +262,11 @@ class Builder:
         return y
 
     # model ---------------------------------------------------------------
-    def model(self, inputs, outputs, doc="") -> onnx.ModelProto:
+    def model(self, inputs, outputs, doc="", opset=OPSET) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, self.name, inputs, outputs, initializer=self.inits)
         m = helper.make_model(
             graph,
-            opset_imports=[helper.make_opsetid("", OPSET)],
+            opset_imports=[helper.make_opsetid("", opset)],
             producer_name=PRODUCER,
             producer_version=PRODUCER_VERSION,
         )
@@ -517,6 +517,30 @@ def calib_tiny_if(i: int) -> dict:
 
 
 # ---------------------------------------------------------------------------
+# g. tiny_opset11
+
+
+def build_tiny_opset11() -> onnx.ModelProto:
+    """Opset 11, with a Resize that has no form at opset 13 (linear, `tf_half_pixel_for_nn`,
+    removed at 13): the model cannot be converted to 13, where per-channel Q/DQ begin, so it
+    is quantized per tensor at its own opset."""
+    b = Builder("tiny_opset11", seed=111)
+    x = b.relu(b.conv("input", 3, 8, 3, 1, 1, bias=True, base="conv1"), base="relu1")
+    roi = b.init("resize.roi", np.zeros(0, np.float32))
+    scales = b.init("resize.scales", np.array([1, 1, 2, 2], np.float32))
+    x = b.node("Resize", [x, roi, scales], base="resize", mode="linear",
+               coordinate_transformation_mode="tf_half_pixel_for_nn")
+    b.conv(x, 8, 4, 3, 1, 1, bias=True, base="conv2", out="features")
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 8, 8])
+    out = helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", 4, 16, 16])
+    return b.model([inp], [out], "mppq test model: opset 11 Conv + Resize(tf_half_pixel_for_nn) + Conv", opset=11)
+
+
+def calib_tiny_opset11(i: int) -> dict:
+    return {"input": make_images(np.random.default_rng(11000 + i), 2, 8)}
+
+
+# ---------------------------------------------------------------------------
 # d. ResNet-18
 
 
@@ -588,6 +612,7 @@ MODELS = {
     "detect_branch": (build_detect_branch, calib_detect_branch),
     "tiny_mobilenet": (build_tiny_mobilenet, calib_tiny_mobilenet),
     "tiny_if": (build_tiny_if, calib_tiny_if),
+    "tiny_opset11": (build_tiny_opset11, calib_tiny_opset11),
 }
 
 

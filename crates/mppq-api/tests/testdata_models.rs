@@ -52,3 +52,8 @@ fn tiny_mobilenet_matches_onnx_runtime() {
 fn tiny_if_matches_onnx_runtime() {
     check("tiny_if");
 }
+
+#[test]
+fn tiny_opset11_matches_onnx_runtime() {
+    check("tiny_opset11");
+}

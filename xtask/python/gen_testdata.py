@@ -517,6 +517,44 @@ def calib_tiny_if(i: int) -> dict:
 
 
 # ---------------------------------------------------------------------------
+# h. tiny_loop
+
+
+def build_tiny_loop() -> onnx.ModelProto:
+    """A Gemm+Relu stem, then a Loop of 3 iterations whose body is a Gemm+Relu on the carried
+    state (its weight inside the body) plus a Gemm with a weight of the enclosing graph, as
+    recurrent decoders loop a cell over a state; then a Gemm head."""
+    b = Builder("tiny_loop", seed=121)
+    h0 = b.relu(b.gemm("input", 16, 16, base="stem"), base="stem.relu", out="state0")
+    outer_w = b.init("loop.shared.weight", b.rng.uniform(-0.25, 0.25, size=(16, 16)).astype(np.float32))
+    body = Builder("tiny_loop_body", seed=122)
+    y = body.relu(body.gemm("h_in", 16, 16, base="cell"), base="cell.relu")
+    z = body.node("MatMul", [y, outer_w], base="cell.shared")
+    body.node("Add", [y, z], base="cell.residual", out_names=["h_out"])
+    body.node("Identity", ["cond_in"], base="cond", out_names=["cond_out"])
+    body_graph = helper.make_graph(
+        body.nodes, "loop_body",
+        [helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, ["batch", 16])],
+        initializer=body.inits,
+    )
+    trips = b.init("loop.trips", np.array(3, np.int64))
+    cond = b.init("loop.cond", np.array(True))
+    h = b.node("Loop", [trips, cond, h0], base="loop", out_names=["state"], body=body_graph)
+    b.gemm(h, 16, 4, base="head", out="logits")
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 16])
+    out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 4])
+    return b.model([inp], [out], "mppq test model: Gemm stem + Loop (3 iterations of a Gemm cell) + Gemm head")
+
+
+def calib_tiny_loop(i: int) -> dict:
+    return {"input": np.random.default_rng(12000 + i).normal(0.0, 1.0, size=(8, 16)).astype(np.float32)}
+
+
+# ---------------------------------------------------------------------------
 # g. tiny_opset11
 
 
@@ -613,6 +651,7 @@ MODELS = {
     "tiny_mobilenet": (build_tiny_mobilenet, calib_tiny_mobilenet),
     "tiny_if": (build_tiny_if, calib_tiny_if),
     "tiny_opset11": (build_tiny_opset11, calib_tiny_opset11),
+    "tiny_loop": (build_tiny_loop, calib_tiny_loop),
 }
 
 

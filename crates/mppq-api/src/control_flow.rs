@@ -6,10 +6,16 @@
 //! Ifs are handled the same way, one level down), then goes back into its If carrying its
 //! configs. The simulation ([`mppq_exec::QuantSimulation`]) and the QDQ exporter follow the
 //! configs into sub-graphs. A branch no calibration batch takes stays float, and the report
-//! says so. Loop and Scan bodies are not quantized yet (their inputs change per iteration).
+//! says so.
+//!
+//! Loop and Scan bodies are quantized the same way; their calibration batches are iterations:
+//! one float run over the calibration data records what each body run starts from (its formal
+//! inputs — iteration number, condition, loop-carried and scanned values — and the enclosing
+//! values it reads), at most [`ITERATIONS_PER_RUN`] iterations per run of the loop, spread over
+//! all of them.
 //!
 //! Memory: the captured values of every batch are held until the branches are quantized (about
-//! one activation set per batch per If).
+//! one activation set per batch per If, and per recorded iteration per loop).
 
 use crate::calib::CalibrationSet;
 use crate::error::{ApiError, Result};
@@ -17,7 +23,12 @@ use crate::quantize::ModelQuantizer;
 use mppq_exec::Value;
 use mppq_ir::{Attribute, Graph, Model, TensorData};
 use mppq_passes::{PassReport, ProgressSink};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::PathBuf;
+
+/// Loop iterations recorded per run of a loop (spread evenly over the run when it has more).
+pub const ITERATIONS_PER_RUN: usize = 16;
 
 /// What one top-level If read on each calibration batch: its condition and the values its
 /// branches capture.
@@ -82,7 +93,7 @@ pub(crate) fn capture_if_inputs(q: &ModelQuantizer, calib: &CalibrationSet) -> R
 fn value_data(value: &Value, op: &str, name: &str) -> Result<TensorData> {
     let tensor = value
         .as_tensor()
-        .ok_or_else(|| ApiError::Setting(format!("If `{op}`: captured value `{name}` is not a tensor")))?;
+        .ok_or_else(|| ApiError::Setting(format!("`{op}`: captured value `{name}` is not a tensor")))?;
     Ok(tensor.to_data()?)
 }
 
@@ -108,7 +119,8 @@ pub(crate) fn quantize_if_branches(
                 continue;
             }
             let body = (**body).clone();
-            let (quantized, count) = quantize_branch(q, body, &capture, attr, batches, progress)?;
+            let label = format!("If `{}` {attr}", capture.op);
+            let (quantized, count) = quantize_body(q, body, &label, &capture.captured, batches, progress)?;
             let (n, total) = count;
             lines.push(format!("{attr} {n} of {total} operations quantized"));
             changed += n;
@@ -127,11 +139,11 @@ pub(crate) fn quantize_if_branches(
 /// A captured value the enclosing graph already quantizes is quantized again inside on the
 /// branch's own grid (a second rounding; reusing the outer grid would need the branch's passive
 /// bias scales recomputed).
-fn quantize_branch(
+fn quantize_body(
     q: &ModelQuantizer,
     mut body: Graph,
-    capture: &IfCapture,
-    attr: &str,
+    label: &str,
+    fed: &[String],
     batches: Vec<Vec<(String, TensorData)>>,
     progress: &mut dyn ProgressSink,
 ) -> Result<(Graph, (usize, usize))> {
@@ -151,13 +163,10 @@ fn quantize_branch(
         }
     }
     // Feed only what this branch reads.
-    let wanted: Vec<&String> =
-        capture.captured.iter().filter(|n| body.var_id(n).is_some_and(|v| body.is_graph_input(v))).collect();
+    let wanted: Vec<&String> = fed.iter().filter(|n| body.var_id(n).is_some_and(|v| body.is_graph_input(v))).collect();
     let batches: Vec<Vec<(String, TensorData)>> =
         batches.into_iter().map(|b| b.into_iter().filter(|(n, _)| wanted.contains(&n)).collect()).collect();
-    let files = (0..batches.len())
-        .map(|i| PathBuf::from(format!("<If `{}` {attr}, calibration batch {i}>", capture.op)))
-        .collect();
+    let files = (0..batches.len()).map(|i| PathBuf::from(format!("<{label}, calibration batch {i}>"))).collect();
     let calib = CalibrationSet { files, batches };
     let model = Model { graph: body, ..sub_model(&q.model) };
     let mut setting = q.setting.clone();
@@ -177,13 +186,156 @@ fn quantize_branch(
         if graph.consumers(var).is_empty() && !graph.is_graph_output(var) {
             graph.remove_variable(var)?;
         } else {
-            let base = format!("{name}_in_{}", capture.op);
+            let base = format!("{name}_in_{}", label.split('`').nth(1).unwrap_or("body"));
             let fresh = mppq_ir::edit::unused_name(&base, |n| outer.var_id(n).is_some() || graph.var_id(n).is_some());
             graph.rename_variable(var, &fresh)?;
         }
     }
     let count = count_quantized(&graph);
     Ok((graph, count))
+}
+
+/// What one top-level Loop or Scan's body started from, per recorded iteration.
+pub(crate) struct LoopCapture {
+    op: String,
+    op_type: String,
+    /// The body's formal inputs and the enclosing values it reads.
+    fed: Vec<String>,
+    iterations: Vec<Vec<(String, TensorData)>>,
+}
+
+/// One recorded iteration: the values a body run started from, by name.
+type Iteration = Vec<(String, Value)>;
+
+/// Records body runs of the loops of one graph run, by loop name.
+#[derive(Default)]
+struct LoopRecorder {
+    loops: HashMap<String, Vec<String>>,
+    runs: RefCell<HashMap<String, Vec<Iteration>>>,
+}
+
+/// The hook inside one run of a loop: keeps every `stride`-th iteration, doubling the stride
+/// whenever more than [`ITERATIONS_PER_RUN`] are kept.
+struct BodyRecorder<'a> {
+    names: &'a [String],
+    kept: Vec<Iteration>,
+    seen: usize,
+    stride: usize,
+    sink: &'a RefCell<HashMap<String, Vec<Iteration>>>,
+    op: String,
+}
+
+impl mppq_exec::ExecHook for LoopRecorder {
+    fn enter_subgraph(
+        &self,
+        op: &mppq_exec::hooks::OpInfo<'_>,
+        attr: &str,
+    ) -> Option<Box<dyn mppq_exec::ExecHook + '_>> {
+        let names = self.loops.get(op.name).filter(|_| attr == "body")?;
+        Some(Box::new(BodyRecorder {
+            names,
+            kept: Vec::new(),
+            seen: 0,
+            stride: 1,
+            sink: &self.runs,
+            op: op.name.to_string(),
+        }))
+    }
+}
+
+impl mppq_exec::ExecHook for BodyRecorder<'_> {
+    fn subgraph_feeds(&mut self, feeds: &[(String, Value)], captured: &HashMap<String, Value>) {
+        let index = self.seen;
+        self.seen += 1;
+        if !index.is_multiple_of(self.stride) {
+            return;
+        }
+        let value = |n: &String| feeds.iter().find(|(f, _)| f == n).map(|(_, v)| v).or_else(|| captured.get(n));
+        self.kept.push(self.names.iter().filter_map(|n| Some((n.clone(), value(n)?.clone()))).collect());
+        if self.kept.len() > ITERATIONS_PER_RUN {
+            let mut i = 0;
+            self.kept.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride *= 2;
+        }
+    }
+}
+
+impl Drop for BodyRecorder<'_> {
+    fn drop(&mut self) {
+        self.sink.borrow_mut().entry(self.op.clone()).or_default().append(&mut self.kept);
+    }
+}
+
+/// Runs the float model over the calibration data recording the iterations of its top-level
+/// Loop and Scan operations (nothing, and no run, when it has none).
+pub(crate) fn capture_loop_iterations(q: &ModelQuantizer, calib: &CalibrationSet) -> Result<Vec<LoopCapture>> {
+    let mut recorder = LoopRecorder::default();
+    let mut captures = Vec::new();
+    for (_, op) in q.model.graph.operations() {
+        if !matches!(op.op_type.as_str(), "Loop" | "Scan") || !op.in_default_domain() {
+            continue;
+        }
+        let Some(Attribute::Graph(body)) = op.attr("body") else { continue };
+        let mut fed: Vec<String> = body.inputs().iter().map(|v| body.var_name(*v).to_string()).collect();
+        for name in body.captured_names() {
+            if !fed.contains(&name) {
+                fed.push(name);
+            }
+        }
+        recorder.loops.insert(op.name.clone(), fed.clone());
+        captures.push(LoopCapture { op: op.name.clone(), op_type: op.op_type.clone(), fed, iterations: Vec::new() });
+    }
+    if captures.is_empty() {
+        return Ok(captures);
+    }
+    let exec = q.executor()?;
+    for i in 0..calib.len() {
+        exec.run(calib.feeds(i, q.device())?, &mut [&mut recorder])?;
+        let mut runs = recorder.runs.borrow_mut();
+        for capture in &mut captures {
+            for iteration in runs.remove(&capture.op).unwrap_or_default() {
+                let data = iteration
+                    .iter()
+                    .map(|(n, v)| Ok((n.clone(), value_data(v, &capture.op, n)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                capture.iterations.push(data);
+            }
+        }
+    }
+    Ok(captures)
+}
+
+/// Quantizes the body of every captured loop that ran at least once, and puts it back.
+pub(crate) fn quantize_loop_bodies(
+    q: &mut ModelQuantizer,
+    captures: Vec<LoopCapture>,
+    progress: &mut dyn ProgressSink,
+) -> Result<Vec<PassReport>> {
+    let mut reports = Vec::new();
+    for capture in captures {
+        let started = std::time::Instant::now();
+        let Some(id) = q.model.graph.op_id(&capture.op) else { continue };
+        let label = format!("{} `{}` body", capture.op_type, capture.op);
+        let Some(Attribute::Graph(body)) = q.model.graph.operation(id)?.attr("body") else { continue };
+        let (summary, changed) = if capture.iterations.is_empty() {
+            (format!("{label}: no iteration ran on the calibration data: float"), 0)
+        } else {
+            let iterations = capture.iterations.len();
+            let body = (**body).clone();
+            let (quantized, (n, total)) = quantize_body(q, body, &label, &capture.fed, capture.iterations, progress)?;
+            if let Some(Attribute::Graph(slot)) = q.model.graph.operation_mut(id)?.attributes.get_mut("body") {
+                **slot = quantized;
+            }
+            (format!("{label}: {n} of {total} operations quantized ({iterations} iterations recorded)"), n)
+        };
+        let mut report = PassReport::new("control_flow", changed, summary);
+        report.seconds = started.elapsed().as_secs_f64();
+        reports.push(report);
+    }
+    Ok(reports)
 }
 
 /// A model shell with `model`'s opsets and metadata, without its graph.

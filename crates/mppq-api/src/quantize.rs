@@ -152,6 +152,7 @@ impl ModelQuantizer {
             }
         }
         let if_inputs = crate::control_flow::capture_if_inputs(self, calib)?;
+        let loop_iterations = crate::control_flow::capture_loop_iterations(self, calib)?;
         let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
         ctx.guard = self.setting.pipeline.guard_options();
         self.reports = run_pipeline(&mut ctx, &mut passes)?;
@@ -160,6 +161,8 @@ impl ModelQuantizer {
         drop(ctx);
         let branches = crate::control_flow::quantize_if_branches(self, if_inputs, progress)?;
         self.reports.extend(branches);
+        let bodies = crate::control_flow::quantize_loop_bodies(self, loop_iterations, progress)?;
+        self.reports.extend(bodies);
         if self.setting.budget.is_set() {
             self.budget = Some(self.apply_budget(calib, progress)?);
         }

@@ -3,6 +3,8 @@
 //! Both branches are taken by the calibration batches, so both are quantized; the simulation
 //! follows the configs into the branches, the QDQ export puts Q/DQ inside them, and the
 //! quantization JSON carries them (ONNX Runtime on the export: `xtask qdq-check --model tiny_if`).
+//! Loop bodies the same way, calibrated on recorded iterations (testdata/tiny_loop; ONNX Runtime:
+//! `xtask qdq-check --model tiny_loop`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
@@ -60,4 +62,27 @@ fn both_if_branches_are_quantized_simulated_and_exported() {
     mppq_onnx::export::quant_json::apply_quant_json(&mut float.graph, &json).unwrap();
     let then = branch(&float.graph, "then_branch");
     assert!(then.operations().any(|(_, op)| op.quant_config.is_some()));
+}
+
+#[test]
+fn a_loop_body_is_quantized_from_its_iterations_simulated_and_exported() {
+    let out = tempfile::tempdir().unwrap();
+    let (model, calib) = (testdata().join("tiny_loop.onnx"), testdata().join("tiny_loop_calib"));
+    let job =
+        quantize_to_dir(&model, &calib, QuantizeSetting::default(), out.path(), &mut mppq_api::passes::NoProgress)
+            .unwrap();
+    // 8 calibration batches x 3 iterations; the body's Gemm, Relu, MatMul (on a weight of the
+    // enclosing graph) and Add quantized, its Identity on the condition not.
+    let report = job.pass_reports.iter().find(|r| r.starts_with("control_flow")).unwrap();
+    assert!(report.contains("Loop `loop` body: 4 of 5 operations quantized (24 iterations recorded)"), "{report}");
+    let snr = job.analysis.as_ref().unwrap().outputs().next().unwrap().snr_db;
+    assert!(snr.is_finite() && snr > 35.0, "logits SNR {snr} dB");
+
+    let qdq = mppq_onnx::load_model(out.path().join("model.qdq.onnx")).unwrap();
+    let (_, lp) = qdq.graph.operations().find(|(_, op)| op.op_type == "Loop").unwrap();
+    let Some(Attribute::Graph(body)) = lp.attr("body") else { panic!("no body") };
+    // Gemm weight + bias, the shared MatMul weight, and the activations.
+    assert!(count(body, "DequantizeLinear") >= 6, "{}", count(body, "DequantizeLinear"));
+    let json = mppq_onnx::export::quant_json::read_quant_json(out.path().join("quant.json")).unwrap();
+    assert_eq!(json.subgraphs.len(), 1, "{:?}", json.subgraphs.keys().collect::<Vec<_>>());
 }

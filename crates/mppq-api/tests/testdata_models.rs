@@ -57,3 +57,8 @@ fn tiny_if_matches_onnx_runtime() {
 fn tiny_opset11_matches_onnx_runtime() {
     check("tiny_opset11");
 }
+
+#[test]
+fn tiny_loop_matches_onnx_runtime() {
+    check("tiny_loop");
+}

@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::value::Value;
 use mppq_ir::OpId;
 use mppq_ir::quant::ConfigSide;
+use std::collections::HashMap;
 
 /// Identifies the operation a hook is called for.
 pub struct OpInfo<'a> {
@@ -26,6 +27,10 @@ pub trait ExecHook {
     fn enter_subgraph(&self, _op: &OpInfo<'_>, _attr: &str) -> Option<Box<dyn ExecHook + '_>> {
         None
     }
+    /// On a hook [`Self::enter_subgraph`] gave: the values one run of the sub-graph starts from
+    /// (a loop iteration's formal inputs) and the enclosing-scope values it can read, before it
+    /// runs.
+    fn subgraph_feeds(&mut self, _feeds: &[(String, Value)], _captured: &HashMap<String, Value>) {}
 }
 
 /// Looks at values without changing them: every input of an operation before it runs and every

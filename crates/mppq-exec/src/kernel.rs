@@ -120,6 +120,9 @@ impl KernelContext<'_> {
         let mut hooks = self.subgraph_hooks.borrow_mut();
         let mut chosen: Vec<&mut dyn ExecHook> =
             hooks.iter_mut().filter(|(a, _)| a == attr).map(|(_, h)| &mut **h as &mut dyn ExecHook).collect();
+        for hook in chosen.iter_mut() {
+            hook.subgraph_feeds(&feeds, self.captured);
+        }
         body.run_scoped(feeds, wanted, self.captured, &mut chosen)
     }
 

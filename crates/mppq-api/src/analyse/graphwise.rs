@@ -100,19 +100,9 @@ impl Compare<'_> {
     fn compare(&mut self, entry: usize, q: &Tensor) -> Result<()> {
         let Some(fp) = self.kept[entry].take() else { return Ok(()) };
         let name = &self.watches[entry].tensor;
-        if fp.shape() != q.shape() {
-            return Err(ApiError::Analysis {
-                tensor: name.clone(),
-                message: format!(
-                    "float run gave shape {:?}, quantized run {:?} (batch {})",
-                    fp.shape(),
-                    q.shape(),
-                    self.batch
-                ),
-            });
-        }
+        let aligned = fp.shape() == q.shape();
         let (fp, q) = (fp.to_f32_vec(), q.to_f32_vec());
-        let m = Moments::of(&fp, &q);
+        let m = if aligned { Moments::of(&fp, &q) } else { Moments::unaligned(&fp, &q) };
         if !m.is_finite() {
             let run = if fp.iter().any(|v| !v.is_finite()) { "float" } else { "quantized" };
             return Err(ApiError::Analysis {
@@ -124,7 +114,9 @@ impl Compare<'_> {
             });
         }
         self.sums[entry].merge(&m);
-        self.samples[entry].offer(&fp, &q);
+        if aligned {
+            self.samples[entry].offer(&fp, &q);
+        }
         Ok(())
     }
 }

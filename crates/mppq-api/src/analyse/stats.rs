@@ -34,6 +34,14 @@ impl Moments {
         m
     }
 
+    /// The sums of two tensors of different shapes (an output whose length depends on the data,
+    /// as a decoding loop's): nothing lines up, all of both is error and nothing correlates.
+    pub fn unaligned(fp: &[f32], q: &[f32]) -> Self {
+        let energy = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
+        let (sum_fp2, sum_q2) = (energy(fp), energy(q));
+        Moments { sum_fp2, sum_q2, sum_fpq: 0.0, sum_err2: sum_fp2 + sum_q2, count: fp.len().max(q.len()) as u64 }
+    }
+
     /// Adds the sums of another batch.
     pub fn merge(&mut self, other: &Moments) {
         self.sum_fp2 += other.sum_fp2;
@@ -131,6 +139,14 @@ impl PairSample {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_of_different_lengths_count_as_all_error() {
+        // A decoding loop that stopped two steps later: -10·log10((4 + 9 + 4 + 9 + 1 + 1) / 13).
+        let m = Moments::unaligned(&[2.0, 3.0], &[2.0, 3.0, 1.0, 1.0]);
+        assert_eq!(m.count, 4);
+        assert!((m.snr_db() + 10.0 * (28.0f64 / 13.0).log10()).abs() < 1e-9, "{}", m.snr_db());
+    }
 
     #[test]
     fn moments_match_direct_metrics() {

@@ -4,7 +4,7 @@
 //! data ([`run`], [`npy`]), calibration data ([`calib`]), platforms ([`platform`]: register your
 //! own dispatcher/quantizer/operators/exporter bundle), the quantization run ([`quantize`]: the
 //! seeds' `load_quantizer` → `quantize` → `export`, and the one-call [`quantize_onnx_model`]),
-//! its setting file ([`setting`]), quantization inside If branches ([`control_flow`]), the exporter registry and built-in exporters ([`export`]) and
+//! its setting file ([`setting`]), quantization inside If branches and Loop/Scan bodies ([`control_flow`]), the exporter registry and built-in exporters ([`export`]) and
 //! error analysis ([`analyse`]); models older than opset 13 are converted when loaded for
 //! quantization ([`upgrade`]). The CLI in
 //! `src/bin/mppq.rs` is a thin layer over these functions.

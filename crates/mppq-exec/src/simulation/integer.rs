@@ -117,6 +117,25 @@ impl IntegerConv {
     }
 }
 
+/// The input and output configs of a `want` operation whose two inputs and output are 8-bit
+/// per-tensor linear of one signedness, rounding half to even: what ORT fuses into its QLinear
+/// binary kernels.
+fn binary_8bit<'a>(
+    want: &str,
+    op_type: &str,
+    config: &'a OperationQuantConfig,
+) -> Option<(&'a TensorQuantConfig, &'a TensorQuantConfig, &'a TensorQuantConfig)> {
+    if op_type != want || config.input_configs.len() != 2 {
+        return None;
+    }
+    let eight_bit = |c: &&TensorQuantConfig| holds(c) && per_tensor(c) && full_8bit(c);
+    let a = config.input_configs[0].as_ref().filter(eight_bit)?;
+    let b = config.input_configs[1].as_ref().filter(eight_bit)?;
+    let y =
+        config.output_configs.first()?.as_ref().filter(|c| eight_bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
+    ((a.quant_min, b.quant_min) == (y.quant_min, y.quant_min)).then_some((a, b, y))
+}
+
 /// How one Add of two quantized tensors is simulated: as ONNX Runtime's QLinearAdd computes it
 /// on x86-64 (MLAS's AVX2 kernel, used on every CPU with AVX2 and FMA): with `r_a = s_a/s_y`,
 /// `r_b = s_b/s_y` and `f = z_y − fma(r_a, z_a, r_b·z_b)` in float32, `q_y = sat(rne(fma(q_a,
@@ -142,20 +161,7 @@ impl IntegerAdd {
     /// The plan for an Add whose two inputs and output are 8-bit per-tensor linear (ORT fuses
     /// exactly those into QLinearAdd).
     pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
-        if op_type != "Add" || config.input_configs.len() != 2 {
-            return None;
-        }
-        let eight_bit = |c: &&TensorQuantConfig| holds(c) && per_tensor(c) && full_8bit(c);
-        let a = config.input_configs[0].as_ref().filter(eight_bit)?;
-        let b = config.input_configs[1].as_ref().filter(eight_bit)?;
-        let y = config
-            .output_configs
-            .first()?
-            .as_ref()
-            .filter(|c| eight_bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
-        if (a.quant_min, b.quant_min) != (y.quant_min, y.quant_min) {
-            return None;
-        }
+        let (a, b, y) = binary_8bit("Add", op_type, config)?;
         let (sa, za, sb, zb, sy, zy) = (a.scale[0], a.offset[0], b.scale[0], b.offset[0], y.scale[0], y.offset[0]);
         Some(Self {
             a: (sa, za),
@@ -237,20 +243,7 @@ impl IntegerMul {
     /// The plan for a Mul whose two inputs and output are 8-bit per-tensor linear (ORT fuses
     /// exactly those into QLinearMul).
     pub fn plan(op_type: &str, config: &OperationQuantConfig) -> Option<Self> {
-        if op_type != "Mul" || config.input_configs.len() != 2 {
-            return None;
-        }
-        let eight_bit = |c: &&TensorQuantConfig| holds(c) && per_tensor(c) && full_8bit(c);
-        let a = config.input_configs[0].as_ref().filter(eight_bit)?;
-        let b = config.input_configs[1].as_ref().filter(eight_bit)?;
-        let y = config
-            .output_configs
-            .first()?
-            .as_ref()
-            .filter(|c| eight_bit(c) && c.rounding == RoundingPolicy::HalfEven)?;
-        if (a.quant_min, b.quant_min) != (y.quant_min, y.quant_min) {
-            return None;
-        }
+        let (a, b, y) = binary_8bit("Mul", op_type, config)?;
         let (sy, zy) = (y.scale[0], y.offset[0]);
         Some(Self {
             a: (a.scale[0], a.offset[0]),

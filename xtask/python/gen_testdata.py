@@ -551,7 +551,7 @@ def build_tiny_loop() -> onnx.ModelProto:
 
 
 def calib_tiny_loop(i: int) -> dict:
-    return {"input": np.random.default_rng(12000 + i).normal(0.0, 1.0, size=(8, 16)).astype(np.float32)}
+    return {"input": np.random.default_rng(12000 + i).normal(0.0, 1.0, size=(64, 16)).astype(np.float32)}
 
 
 # ---------------------------------------------------------------------------

@@ -109,7 +109,7 @@ fn give_back(graph: &mut Graph, op: mppq_ir::OpId) -> Result<()> {
     let o = graph.operation_mut(op)?;
     o.precision = mppq_ir::quant::TargetPrecision::Fp32;
     if let Some(c) = o.quant_config.as_mut() {
-        for t in c.input_configs.iter_mut().chain(c.output_configs.iter_mut()).flatten() {
+        for t in c.configs_mut() {
             t.state = QuantizationState::Fp32;
         }
     }

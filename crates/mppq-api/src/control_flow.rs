@@ -120,13 +120,11 @@ pub(crate) fn quantize_if_branches(
             }
             let body = (**body).clone();
             let label = format!("If `{}` {attr}", capture.op);
-            let (quantized, count) = quantize_body(q, body, &label, &capture.captured, batches, progress)?;
+            let (quantized, count) = quantize_body(q, body, &capture.op, &label, &capture.captured, batches, progress)?;
             let (n, total) = count;
             lines.push(format!("{attr} {n} of {total} operations quantized"));
             changed += n;
-            if let Some(Attribute::Graph(slot)) = q.model.graph.operation_mut(id)?.attributes.get_mut(attr) {
-                **slot = quantized;
-            }
+            put_back(&mut q.model.graph, id, attr, quantized)?;
         }
         let mut report = PassReport::new("control_flow", changed, format!("If `{}`: {}", capture.op, lines.join("; ")));
         report.seconds = started.elapsed().as_secs_f64();
@@ -142,6 +140,7 @@ pub(crate) fn quantize_if_branches(
 fn quantize_body(
     q: &ModelQuantizer,
     mut body: Graph,
+    op: &str,
     label: &str,
     fed: &[String],
     batches: Vec<Vec<(String, TensorData)>>,
@@ -186,7 +185,7 @@ fn quantize_body(
         if graph.consumers(var).is_empty() && !graph.is_graph_output(var) {
             graph.remove_variable(var)?;
         } else {
-            let base = format!("{name}_in_{}", label.split('`').nth(1).unwrap_or("body"));
+            let base = format!("{name}_in_{op}");
             let fresh = mppq_ir::edit::unused_name(&base, |n| outer.var_id(n).is_some() || graph.var_id(n).is_some());
             graph.rename_variable(var, &fresh)?;
         }
@@ -325,10 +324,9 @@ pub(crate) fn quantize_loop_bodies(
         } else {
             let iterations = capture.iterations.len();
             let body = (**body).clone();
-            let (quantized, (n, total)) = quantize_body(q, body, &label, &capture.fed, capture.iterations, progress)?;
-            if let Some(Attribute::Graph(slot)) = q.model.graph.operation_mut(id)?.attributes.get_mut("body") {
-                **slot = quantized;
-            }
+            let (quantized, (n, total)) =
+                quantize_body(q, body, &capture.op, &label, &capture.fed, capture.iterations, progress)?;
+            put_back(&mut q.model.graph, id, "body", quantized)?;
             (format!("{label}: {n} of {total} operations quantized ({iterations} iterations recorded)"), n)
         };
         let mut report = PassReport::new("control_flow", changed, summary);
@@ -336,6 +334,14 @@ pub(crate) fn quantize_loop_bodies(
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// Puts a quantized sub-graph back into attribute `attr` of operation `id`.
+fn put_back(graph: &mut Graph, id: mppq_ir::OpId, attr: &str, body: Graph) -> Result<()> {
+    if let Some(Attribute::Graph(slot)) = graph.operation_mut(id)?.attributes.get_mut(attr) {
+        **slot = body;
+    }
+    Ok(())
 }
 
 /// A model shell with `model`'s opsets and metadata, without its graph.

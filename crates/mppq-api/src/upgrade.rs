@@ -41,9 +41,9 @@ pub struct OpsetPlan {
 
 /// Converts `model` to [`QUANTIZATION_OPSET`] when it is older and every operation can be
 /// converted. When some operation cannot be, the model keeps its opset (one below 10 is converted
-/// to 10) and is quantized per tensor there ([`OpsetCap`]): Q/DQ exists from opset 10, per-channel only from 13. A model that cannot
-/// even reach 10 stays as it is and the QDQ export's preflight refuses it, naming each
-/// operation and what would fix it. An error is a malformed operation (an attribute of the
+/// to 10) and is quantized per tensor there ([`OpsetCap`]): Q/DQ exist from opset 10, their
+/// per-channel form only from 13. A model that cannot even reach 10 stays as it is and the QDQ
+/// export's preflight refuses it, naming each operation and what would fix it. An error is a malformed operation (an attribute of the
 /// wrong kind) met while converting.
 pub fn upgrade_for_quantization(model: &mut Model) -> crate::Result<OpsetPlan> {
     // A model without default-domain import has nothing to convert.
@@ -56,8 +56,7 @@ pub fn upgrade_for_quantization(model: &mut Model) -> crate::Result<OpsetPlan> {
         let upgrade = mppq_onnx::upgrade_model(model, QUANTIZATION_OPSET)?;
         return Ok(OpsetPlan { upgrade: Some(upgrade), cap: None });
     }
-    // The model's own opset, or 10 for an older one, no conversion beyond
-    // what Q/DQ need.
+    // No conversion beyond what Q/DQ need: the model's own opset, or 10 for an older one.
     let at = from.max(PER_TENSOR_QDQ_OPSET);
     if at > from && !blockers(&model.graph, from, at).is_empty() {
         return Ok(OpsetPlan::default());
@@ -82,9 +81,7 @@ impl mppq_passes::Pass for PerTensorBelowOpset13 {
         let ids: Vec<_> = ctx.graph.operations().map(|(id, _)| id).collect();
         for id in ids {
             let Some(qc) = ctx.graph.operation_mut(id).ok().and_then(|op| op.quant_config.as_mut()) else { continue };
-            for c in qc.input_configs.iter_mut().chain(qc.output_configs.iter_mut()).flatten() {
-                changed += usize::from(c.make_per_tensor());
-            }
+            changed += qc.configs_mut().map(|c| usize::from(c.make_per_tensor())).sum::<usize>();
         }
         Ok(mppq_passes::PassReport::new(
             self.name(),

@@ -90,7 +90,7 @@ fn relink_dominance(block: &mut Graph, ids: &HashMap<OpId, OpId>) {
     for op in ops {
         let Ok(o) = block.operation_mut(op) else { continue };
         let Some(config) = o.quant_config.as_mut() else { continue };
-        for c in config.input_configs.iter_mut().chain(config.output_configs.iter_mut()).flatten() {
+        for c in config.configs_mut() {
             let Some(loc) = c.dominated_by else { continue };
             match ids.get(&loc.op) {
                 Some(new) => c.dominated_by = Some(ConfigLocation { op: *new, ..loc }),

@@ -99,6 +99,7 @@ impl GuardState {
         let exec = ctx.executor(pass)?;
         let outputs = expected.first().map_or(0, Vec::len);
         let (mut noise, mut signal) = (vec![0f64; outputs], vec![0f64; outputs]);
+        let energy = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
         ctx.progress.begin(&format!("{pass}: measuring the output SNR"), expected.len() as u64);
         for (b, reference) in expected.iter().enumerate() {
             let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant);
@@ -109,7 +110,6 @@ impl GuardState {
                     pass,
                     message: format!("output `{name}`: missing in the simulated graph"),
                 })?;
-                let energy = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
                 noise[k] += if have.len() == want.len() {
                     want.iter().zip(have).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>()
                 } else {

@@ -197,7 +197,7 @@ impl IntegerAdd {
         let a_streamed = !a_scalar_per_span(&sa, &sb, &out);
         let (lo, hi) = (self.lo, self.hi);
         // A value outside its grid (not quantized upstream) saturates, as the runtime's Q before the Add does.
-        let code = |v: f32, (s, z): (f32, f32)| ((v / s).round_ties_even() + z).clamp(lo, hi);
+        let code = |v: f32, (s, z): (f32, f32)| grid_code(v, s, z, lo, hi);
         let values: Vec<f32> = a_full
             .to_f32_vec()
             .into_iter()
@@ -262,7 +262,7 @@ impl IntegerMul {
         let (lo, hi) = (self.lo, self.hi);
         for (slot, (s, z)) in inputs.iter_mut().zip([self.a, self.b]) {
             if let Some(Value::Tensor(t)) = slot.as_ref() {
-                let centred = map_values(t, |v| ((v / s).round_ties_even() + z).clamp(lo, hi) - z)?;
+                let centred = map_values(t, |v| grid_code(v, s, z, lo, hi) - z)?;
                 *slot = Some(Value::Tensor(centred));
             }
         }
@@ -333,7 +333,7 @@ impl IntegerMatMul {
     pub fn integer_inputs(&self, inputs: &mut [Option<Value>]) -> Result<()> {
         if let Some(Some(Value::Tensor(t))) = inputs.first() {
             let ((s, z), (lo, hi)) = (self.a, self.a_range);
-            let centred = map_values(t, |v| ((v / s).round_ties_even() + z).clamp(lo, hi) - z)?;
+            let centred = map_values(t, |v| grid_code(v, s, z, lo, hi) - z)?;
             inputs[0] = Some(Value::Tensor(centred));
         }
         if let Some(Some(Value::Tensor(t))) = inputs.get(1) {
@@ -342,7 +342,7 @@ impl IntegerMatMul {
             let axis = t.rank().saturating_sub(1);
             let centred = map_channels(t, axis, &params, |v, i| {
                 let (s, z) = (self.b_scale[i as usize], self.b_zero[i as usize]);
-                ((v / s).round_ties_even() + z).clamp(lo, hi) - z
+                grid_code(v, s, z, lo, hi) - z
             })?;
             inputs[1] = Some(Value::Tensor(centred));
         }
@@ -431,7 +431,7 @@ impl IntegerSigmoid {
             .to_f32_vec()
             .into_iter()
             .map(|v| {
-                let index = (((v / s).round_ties_even() + z).clamp(lo, hi) - lo) as usize;
+                let index = (grid_code(v, s, z, lo, hi) - lo) as usize;
                 self.table.get(index).copied().unwrap_or(f32::NAN)
             })
             .collect();
@@ -507,6 +507,12 @@ impl IntegerPlan {
             Self::Sigmoid(p) => p.requantize(outputs),
         }
     }
+}
+
+/// The code the runtime's QuantizeLinear gives `v` on the grid (scale `s`, zero point `z`,
+/// codes `lo..=hi`): rounded half to even, saturated.
+fn grid_code(v: f32, s: f32, z: f32, lo: f32, hi: f32) -> f32 {
+    ((v / s).round_ties_even() + z).clamp(lo, hi)
 }
 
 /// Applies `f` to every value.

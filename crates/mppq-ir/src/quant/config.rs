@@ -158,6 +158,13 @@ pub struct OperationQuantConfig {
     pub output_configs: Vec<Option<TensorQuantConfig>>,
 }
 
+impl OperationQuantConfig {
+    /// Every present config, inputs first.
+    pub fn configs_mut(&mut self) -> impl Iterator<Item = &mut TensorQuantConfig> {
+        self.input_configs.iter_mut().chain(self.output_configs.iter_mut()).flatten()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

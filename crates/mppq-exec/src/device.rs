@@ -31,6 +31,25 @@ impl Device {
         Self::configured(burn::tensor::Device::wgpu(burn::tensor::DeviceKind::DefaultDevice))
     }
 
+    /// The same hardware with Burn's autodiff: tensors made on it record the operations run on
+    /// them, so the training passes get gradients through the same operator code. The
+    /// hand-written CPU kernels take only plain flex tensors; on this device the Burn operation
+    /// chains run instead (same forward numbers, tested in `tests/autodiff.rs`).
+    pub fn autodiff(&self) -> Self {
+        Self { inner: self.inner.clone().autodiff() }
+    }
+
+    /// The device a tensor lives on.
+    pub fn of(tensor: &burn::backend::DispatchTensor) -> Self {
+        use burn::backend::TensorMetadata;
+        Self { inner: burn::tensor::Device::new(tensor.device()) }
+    }
+
+    /// Whether tensors on this device record operations for gradients.
+    pub fn is_autodiff(&self) -> bool {
+        matches!(self.dispatch(), DispatchDevice::Autodiff(_))
+    }
+
     /// Selects by name: `cpu` or `wgpu`.
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
@@ -109,5 +128,11 @@ pub fn supports_dtype(device: &DispatchDevice, dtype: DType) -> bool {
 
 /// Whether `device` is the CPU (`flex`) backend.
 pub fn is_cpu(device: &DispatchDevice) -> bool {
-    matches!(device, DispatchDevice::Flex(_))
+    match device {
+        DispatchDevice::Flex(_) => true,
+        // Autodiff holds what the device it wraps holds.
+        DispatchDevice::Autodiff(inner) => is_cpu(inner),
+        #[allow(unreachable_patterns)] // without the `wgpu` feature
+        _ => false,
+    }
 }

@@ -322,6 +322,11 @@ impl Tensor {
         Self::upload(values, shape, device, Kind::Bool)
     }
 
+    /// The same values on `device` (through the host: any pair of devices, autodiff or not).
+    pub fn to_device(&self, device: &Device) -> Result<Self> {
+        Self::from_data(&self.to_data()?, device)
+    }
+
     /// Downloads the held values as Burn data (blocking): the stand-in's type and shape.
     pub fn to_burn_data(&self) -> burn::tensor::TensorData {
         let t = self.inner.clone();

@@ -162,16 +162,16 @@ fn invalid(message: String) -> ExecError {
 
 /// Per-channel (or per-tensor) parameters, checked against a tensor shape.
 #[derive(Clone, Debug)]
-struct Channels {
-    scale: Vec<f32>,
-    offset: Vec<f32>,
+pub(crate) struct Channels {
+    pub(crate) scale: Vec<f32>,
+    pub(crate) offset: Vec<f32>,
     /// Row-major split of the shape: (outer, channels, inner).
     split: (usize, usize, usize),
-    axis: Option<usize>,
+    pub(crate) axis: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
-enum Plan {
+pub(crate) enum Plan {
     Linear { ch: Channels, qmin: f64, qmax: f64, rounding: RoundingPolicy },
     Floating { ch: Channels, fmt: FloatFormat, lo: f32, hi: f32 },
 }
@@ -216,7 +216,7 @@ pub fn is_power_of_two(s: f32) -> bool {
     }
 }
 
-fn plan(config: &TensorQuantConfig, shape: &[usize]) -> Result<Plan> {
+pub(crate) fn plan(config: &TensorQuantConfig, shape: &[usize]) -> Result<Plan> {
     if config.policy.has(QuantizationProperty::Dynamic) {
         return Err(ExecError::NotImplemented {
             node: String::new(),
@@ -544,7 +544,7 @@ fn with_param(
     }
 }
 
-fn chained(x: DispatchTensor, plan: &Plan, shape: &[usize]) -> DispatchTensor {
+pub(crate) fn chained(x: DispatchTensor, plan: &Plan, shape: &[usize]) -> DispatchTensor {
     match plan {
         Plan::Linear { ch, qmin, qmax, rounding } => {
             let v = with_param(x, &ch.scale, ch, shape, Dispatch::float_div_scalar, Dispatch::float_div);
@@ -567,7 +567,7 @@ fn chained(x: DispatchTensor, plan: &Plan, shape: &[usize]) -> DispatchTensor {
 
 /// Rounds by `policy` with Burn ops, exactly: `floor`, `ceil`, `round` (ties to even) and
 /// comparisons only.
-fn round_chain(v: DispatchTensor, policy: RoundingPolicy) -> DispatchTensor {
+pub(crate) fn round_chain(v: DispatchTensor, policy: RoundingPolicy) -> DispatchTensor {
     use RoundingPolicy::*;
     let up = |t: DispatchTensor, mask: DispatchTensor| {
         Dispatch::float_add(t, Dispatch::bool_into_float(mask, FloatDType::F32))

@@ -1,10 +1,12 @@
 //! Quantization simulation: the hook that applies fake quantization around every operation
 //! ([`QuantSimulation`], through a [`FakeQuantizer`]), the fake-quantization kernels
 //! ([`fake_quant`]: linear and floating formats, CPU fast path and Burn path) and the
-//! integer-exact simulation of fully quantized convolutions ([`integer`]).
+//! integer-exact simulation of fully quantized convolutions ([`integer`]) and the differentiable
+//! simulation training runs on ([`training`]).
 
 pub mod fake_quant;
 pub mod integer;
+pub mod training;
 
 use crate::error::Result;
 use crate::hooks::{ExecHook, OpInfo};

@@ -80,9 +80,9 @@ fn the_accuracy_budget_reaches_its_target_and_reports_each_operation() {
 fn an_unavailable_level_and_a_bad_target_are_refused_up_front() {
     let dir = testdata();
     let mut s = QuantizeSetting::default();
-    s.pipeline.optimize = 3;
+    s.pipeline.optimize = 4;
     let err = mppq_api::load_quantizer(&dir.join("tiny_cnn.onnx"), s).err().unwrap().to_string();
-    assert!(err.contains("optimize = 3"), "{err}");
+    assert!(err.contains("optimize = 4"), "{err}");
     let mut s = QuantizeSetting::default();
     s.budget.target_snr = Some(f64::NAN);
     let err = mppq_api::load_quantizer(&dir.join("tiny_cnn.onnx"), s).err().unwrap().to_string();

@@ -66,6 +66,19 @@ impl BlockRunner {
         mode: GraphMode,
         cache_bytes: usize,
     ) -> Result<Self> {
+        Self::new_limited(ctx, pass, inputs, outputs, mode, cache_bytes, usize::MAX)
+    }
+
+    /// [`Self::new`] caching at most `max_batches` batches (evenly spaced).
+    pub fn new_limited(
+        ctx: &mut PassContext<'_>,
+        pass: &'static str,
+        inputs: &[&str],
+        outputs: &[&str],
+        mode: GraphMode,
+        cache_bytes: usize,
+        max_batches: usize,
+    ) -> Result<Self> {
         let ids = |names: &[&str]| names.iter().map(|n| ctx.graph.var_named(n)).collect::<mppq_ir::Result<Vec<_>>>();
         let (in_ids, out_ids) = (ids(inputs).in_pass(pass)?, ids(outputs).in_pass(pass)?);
         let graph = ctx.graph.extract(&in_ids, &out_ids).in_pass(pass)?;
@@ -115,7 +128,7 @@ impl BlockRunner {
             }
             let bytes: usize = entry.iter().map(value_bytes).sum();
             if batch == 0 && total > 1 {
-                let fit = (cache_bytes / bytes.max(1)).clamp(1, total);
+                let fit = (cache_bytes / bytes.max(1)).min(max_batches).clamp(1, total);
                 // Evenly spaced batches, the first included.
                 plan = (0..fit).map(|k| k * total / fit).collect();
                 plan.dedup();
@@ -142,12 +155,16 @@ impl BlockRunner {
     /// `hooks` (a `QuantSimulation` over [`Self::graph`] simulates the block); returns the
     /// block's outputs by name.
     pub fn run(&self, index: usize, hooks: &mut [&mut dyn ExecHook]) -> Result<Vec<(String, Value)>> {
+        self.exec.run(self.feeds(index)?, hooks).in_pass("block")
+    }
+
+    /// The block's inputs of cached entry `index`, by name.
+    pub fn feeds(&self, index: usize) -> Result<Vec<(String, Value)>> {
         let entry = self.cache.get(index).ok_or_else(|| PassError::Invalid {
             pass: "block",
             message: format!("no cached entry {index} (there are {})", self.cache.len()),
         })?;
-        let feeds = self.input_names.iter().cloned().zip(entry.iter().cloned()).collect();
-        self.exec.run(feeds, hooks).in_pass("block")
+        Ok(self.input_names.iter().cloned().zip(entry.iter().cloned()).collect())
     }
 }
 

@@ -13,7 +13,8 @@
 //! [`redundant_quant_simplify`] → optimisation transforms by level ([`isotone_calibration`],
 //! [`equalization`], [`ssd_equalization`], [`channel_split`], [`smooth_quant`], [`range_search`]) →
 //! [`parameter_quantize`] → [`runtime_calibration`] → [`quant_alignment`] →
-//! [`passive_parameter_quantize`] → [`bias_correction`] → [`parameter_baking`].
+//! [`passive_parameter_quantize`] → training passes ([`adaround`], [`block_reconstruction`],
+//! [`lsq`], on [`reconstruction`]) → [`bias_correction`] → [`parameter_baking`].
 //!
 //! Optimisation passes are guarded ([`guard`]): the pipeline measures the graph outputs' SNR
 //! against the float model ([`compare`]) and undoes a pass that does not raise it.
@@ -43,8 +44,10 @@
 //! Adding a pass is one module, one line in `Pipeline::build` and its knobs in
 //! [`PipelineSetting`]: `docs/adding-a-pass.md` walks through one.
 
+pub mod adaround;
 pub mod bias_correction;
 pub mod block;
+pub mod block_reconstruction;
 pub mod channel_split;
 pub mod compare;
 pub mod dispatch;
@@ -55,6 +58,7 @@ pub mod fold_constants;
 pub mod guard;
 pub mod init_quantization;
 pub mod isotone_calibration;
+pub mod lsq;
 pub mod mixed_range_concat;
 #[cfg(test)]
 mod optimisation_tests;
@@ -68,6 +72,7 @@ pub mod progress;
 pub mod quant_alignment;
 pub mod quant_fusion;
 pub mod range_search;
+pub mod reconstruction;
 pub mod redundant_quant_simplify;
 pub mod runtime_calibration;
 #[cfg(test)]
@@ -79,6 +84,8 @@ pub mod ssd_equalization;
 pub mod statistics;
 #[cfg(test)]
 mod test_graphs;
+#[cfg(test)]
+mod training_tests;
 
 pub use block::BlockRunner;
 pub use compare::{CompareTarget, ErrorStats, compare_to_reference, float_outputs, mean_snr_db, snr_db};

@@ -1,7 +1,9 @@
 //! The pipeline: the built-in passes in their order, chosen by a [`PipelineSetting`], and a
 //! runner that reports progress per pass and stops at the first error.
 
+use crate::adaround::AdaRound;
 use crate::bias_correction::BiasCorrection;
+use crate::block_reconstruction::BlockReconstruction;
 use crate::channel_split::ChannelSplit;
 use crate::dispatch::Dispatch;
 use crate::equalization::Equalization;
@@ -11,6 +13,7 @@ use crate::fold_constants::FoldConstants;
 use crate::guard::{Guard, GuardOutcome, GuardState};
 use crate::init_quantization::InitQuantization;
 use crate::isotone_calibration::IsotoneCalibration;
+use crate::lsq::Lsq;
 use crate::mixed_range_concat::MixedRangeConcat;
 use crate::parameter_baking::ParameterBaking;
 use crate::parameter_quantize::ParameterQuantize;
@@ -108,7 +111,17 @@ impl Pipeline {
             pooling_types: a.pooling_types.clone(),
         }));
         passes.push(Box::new(PassiveParameterQuantize));
-        // Optimisations of calibrated parameters, each measured directly.
+        // Optimisations of calibrated parameters, each measured directly: training first (it
+        // rewrites weights and scales), then bias correction of what remains.
+        if setting.runs("adaround", setting.adaround.enabled) {
+            passes.push(Box::new(AdaRound { setting: setting.adaround.clone() }));
+        }
+        if setting.runs("block_reconstruction", setting.block_reconstruction.enabled) {
+            passes.push(Box::new(BlockReconstruction { setting: setting.block_reconstruction.clone() }));
+        }
+        if setting.runs("lsq", setting.lsq.enabled) {
+            passes.push(Box::new(Lsq { setting: setting.lsq.clone() }));
+        }
         if setting.runs("bias_correction", setting.bias_correction.enabled) {
             passes.push(Box::new(BiasCorrection { setting: setting.bias_correction.clone() }));
         }
@@ -300,8 +313,11 @@ mod tests {
         assert_eq!(names(&level(2)).last(), Some(&"bias_correction"));
         let s = PipelineSetting::from_json(r#"{"optimize": 0, "equalization": {"enabled": true}}"#).unwrap();
         assert!(names(&s).contains(&"equalization") && !names(&s).contains(&"isotone_calibration"));
-        let err = PipelineSetting::from_json(r#"{"optimize": 3}"#).unwrap_err().to_string();
-        assert!(err.contains("optimize = 3") && err.contains("not available yet"), "{err}");
+        assert!(names(&level(3)).contains(&"block_reconstruction") && !names(&level(3)).contains(&"adaround"));
+        let err = PipelineSetting::from_json(r#"{"optimize": 4}"#).unwrap_err().to_string();
+        assert!(err.contains("optimize = 4") && err.contains("3 (+ block reconstruction)"), "{err}");
+        let err = PipelineSetting::from_json(r#"{"adaround": {"drop": 1.5}}"#).unwrap_err().to_string();
+        assert!(err.contains("adaround.drop = 1.5"), "{err}");
         let json = r#"{"fusion": {"constant_fold": false, "bn_fold": false, "quant_fusion": false}, "redundant_simplify": false, "baking": true}"#;
         let s = PipelineSetting::from_json(json).unwrap();
         assert_eq!(

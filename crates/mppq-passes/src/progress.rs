@@ -9,6 +9,8 @@ pub trait ProgressSink {
     fn begin(&mut self, task: &str, total: u64);
     fn advance(&mut self, n: u64);
     fn finish(&mut self);
+    /// A short status shown with the running task (a training loss, say); ignored by default.
+    fn note(&mut self, _text: &str) {}
 }
 
 /// Ignores progress (tests, libraries).
@@ -26,11 +28,12 @@ impl ProgressSink for NoProgress {
 #[derive(Debug, Default)]
 pub struct TerminalProgress {
     bar: Option<ProgressBar>,
+    task: String,
 }
 
 impl TerminalProgress {
     pub fn new() -> Self {
-        Self { bar: None }
+        Self { bar: None, task: String::new() }
     }
 
     /// Whether bars are drawn (stderr is a terminal).
@@ -50,6 +53,13 @@ impl ProgressSink for TerminalProgress {
         }
         bar.set_message(task.to_string());
         self.bar = Some(bar);
+        self.task = task.to_string();
+    }
+
+    fn note(&mut self, text: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{} · {text}", self.task));
+        }
     }
 
     fn advance(&mut self, n: u64) {

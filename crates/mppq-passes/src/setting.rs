@@ -10,6 +10,7 @@ use crate::isotone_calibration::IsotoneSetting;
 use crate::mixed_range_concat::MixedRangeConcatSetting;
 use crate::quant_alignment::{ConcatMode, QuantAlignment};
 use crate::range_search::RangeSearchSetting;
+use crate::reconstruction::ReconstructionSetting;
 use crate::smooth_quant::SmoothQuantSetting;
 use crate::ssd_equalization::SsdEqualizationSetting;
 use mppq_ir::quant::ObserverKind;
@@ -29,8 +30,9 @@ pub struct PipelineSetting {
     /// exporters then see the float weights and every config in its calibrated state.
     pub baking: bool,
     /// Optimisation level: 0 = calibration only; 1 = + the cheap passes (isotone Softmax
-    /// calibration; the default); 2 = + equalization, SmoothQuant, range search, bias correction.
-    /// A pass's own `enabled` overrides its level.
+    /// calibration; the default); 2 = + equalization, SmoothQuant, range search, bias correction;
+    /// 3 = + block reconstruction (training, minutes on a CPU). A pass's own `enabled`
+    /// overrides its level.
     pub optimize: u8,
     pub guard: GuardSetting,
     pub isotone_calibration: IsotoneSetting,
@@ -41,6 +43,9 @@ pub struct PipelineSetting {
     pub range_search: RangeSearchSetting,
     pub bias_correction: BiasCorrectionSetting,
     pub mixed_range_concat: MixedRangeConcatSetting,
+    pub adaround: ReconstructionSetting,
+    pub block_reconstruction: ReconstructionSetting,
+    pub lsq: ReconstructionSetting,
 }
 
 /// The guard of the optimisation passes (see `mppq_passes::guard`).
@@ -75,10 +80,13 @@ pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("range_search", 1),
     ("bias_correction", 2),
     ("mixed_range_concat", 1),
+    ("adaround", BY_NAME_ONLY),
+    ("block_reconstruction", 3),
+    ("lsq", BY_NAME_ONLY),
 ];
 
-/// The highest `optimize` level mppq has passes for (3, the training passes, is not built yet).
-pub const MAX_OPTIMIZE: u8 = 2;
+/// The highest `optimize` level.
+pub const MAX_OPTIMIZE: u8 = 3;
 
 impl Default for PipelineSetting {
     fn default() -> Self {
@@ -98,6 +106,9 @@ impl Default for PipelineSetting {
             range_search: RangeSearchSetting::default(),
             bias_correction: BiasCorrectionSetting::default(),
             mixed_range_concat: MixedRangeConcatSetting::default(),
+            adaround: ReconstructionSetting::default(),
+            block_reconstruction: ReconstructionSetting::default(),
+            lsq: ReconstructionSetting::default(),
         }
     }
 }
@@ -203,8 +214,8 @@ impl PipelineSetting {
     pub fn validate(&self) -> Result<()> {
         if self.optimize > MAX_OPTIMIZE {
             return Err(PassError::Setting(format!(
-                "optimize = {}: use 0 (calibration only), 1 (the default) or 2 (+ equalization, SmoothQuant, range \
-                 search, bias correction); level 3 (AdaRound, LSQ and other training passes) is not available yet",
+                "optimize = {}: use 0 (calibration only), 1 (the default), 2 (+ equalization, SmoothQuant, range \
+                 search, bias correction) or 3 (+ block reconstruction)",
                 self.optimize
             )));
         }
@@ -228,6 +239,11 @@ impl PipelineSetting {
         let eq = &self.equalization;
         if eq.max_scale.is_nan() || eq.max_scale < 1.0 {
             return Err(PassError::Setting(format!("equalization.max_scale = {}: use 1 or more", eq.max_scale)));
+        }
+        for (section, s) in
+            [("adaround", &self.adaround), ("block_reconstruction", &self.block_reconstruction), ("lsq", &self.lsq)]
+        {
+            s.validate(section).map_err(PassError::Setting)?;
         }
         let c = &self.calibration;
         if !(0.5..=1.0).contains(&c.percentile) {

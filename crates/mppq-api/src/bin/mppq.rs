@@ -118,8 +118,9 @@ struct QuantArgs {
     #[arg(long)]
     calib_steps: Option<usize>,
     /// Optimisation level: 0 = calibration only; 1 = + isotone Softmax calibration (default);
-    /// 2 = + equalization, SmoothQuant, range search and bias correction. Each pass is measured
-    /// on the calibration data and undone when it lowers the output SNR.
+    /// 2 = + equalization, SmoothQuant, range search and bias correction; 3 = + block
+    /// reconstruction (learned rounding of weights; minutes). Each pass is measured on the
+    /// calibration data and undone when it lowers the output SNR.
     #[arg(long, value_name = "LEVEL")]
     optimize: Option<u8>,
     /// Accuracy budget: give the most damaging operations back to float until the graph

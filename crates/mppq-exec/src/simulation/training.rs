@@ -241,3 +241,59 @@ impl ExecHook for TrainingSimulation<'_> {
         self.apply(op, ConfigSide::Output, outputs)
     }
 }
+
+/// Adam (Kingma & Ba, 2015) over tracked leaves, one learning rate per leaf. The update runs on
+/// the device without autodiff, and the leaves come back tracked.
+pub struct Adam {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub epsilon: f64,
+    steps: i32,
+    moments: Vec<Option<(DispatchTensor, DispatchTensor)>>,
+}
+
+impl Default for Adam {
+    fn default() -> Self {
+        Self { beta1: 0.9, beta2: 0.999, epsilon: 1e-8, steps: 0, moments: Vec::new() }
+    }
+}
+
+impl Adam {
+    /// One step: each leaf `params[i]` moves against its gradient at rate `rates[i]` (a leaf
+    /// the loss did not reach stays as it is).
+    pub fn step(&mut self, params: &mut [&mut DispatchTensor], rates: &[f64], grads: &Gradients) {
+        self.steps += 1;
+        self.moments.resize(params.len(), None);
+        let (b1, b2) = (self.beta1, self.beta2);
+        let (c1, c2) = (1.0 - b1.powi(self.steps), 1.0 - b2.powi(self.steps));
+        for (i, param) in params.iter_mut().enumerate() {
+            let Some(g) = grads.of(param) else { continue };
+            let (m, v) = match self.moments[i].take() {
+                Some((m, v)) => (m, v),
+                None => {
+                    let zeros = Dispatch::float_mul_scalar(g.clone(), Scalar::from(0.0));
+                    (zeros.clone(), zeros)
+                }
+            };
+            let m = Dispatch::float_add(
+                Dispatch::float_mul_scalar(m, Scalar::from(b1)),
+                Dispatch::float_mul_scalar(g.clone(), Scalar::from(1.0 - b1)),
+            );
+            let g2 = Dispatch::float_mul(g.clone(), g);
+            let v = Dispatch::float_add(
+                Dispatch::float_mul_scalar(v, Scalar::from(b2)),
+                Dispatch::float_mul_scalar(g2, Scalar::from(1.0 - b2)),
+            );
+            let denom = Dispatch::float_add_scalar(
+                Dispatch::float_sqrt(Dispatch::float_div_scalar(v.clone(), Scalar::from(c2))),
+                Scalar::from(self.epsilon),
+            );
+            let update = Dispatch::float_div(Dispatch::float_div_scalar(m.clone(), Scalar::from(c1)), denom);
+            let rate = rates.get(i).copied().unwrap_or(0.0);
+            let inner = <Dispatch as AutodiffBackend>::inner((*param).clone());
+            let moved = Dispatch::float_sub(inner, Dispatch::float_mul_scalar(update, Scalar::from(rate)));
+            **param = require_grad(<Dispatch as AutodiffBackend>::from_inner(moved));
+            self.moments[i] = Some((m, v));
+        }
+    }
+}

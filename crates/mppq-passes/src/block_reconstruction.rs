@@ -1,0 +1,37 @@
+//! `block_reconstruction`: BRECQ (Li et al., 2021; PPQ's `BlockwiseReconstructionPass`), with
+//! QDrop (Wei et al., 2022) as an option (`drop`). Like AdaRound, weights learn their rounding,
+//! but a block at a time: blocks are single-entry/single-exit sub-graphs found automatically (a
+//! residual block, say), so the rounding of one layer can make up for the error of the next.
+//! With `activation_scale` the activation scales are learned too (LSQ), and with `drop` each
+//! training step leaves a random share of activation elements in float, as QDrop does. The
+//! engine is [`crate::reconstruction`].
+
+use crate::error::Result;
+use crate::guard::Guard;
+use crate::pass::{Pass, PassContext, PassReport};
+use crate::reconstruction::{BlockKind, Learned, ReconstructionSetting, reconstruct};
+
+/// The pass.
+#[derive(Default)]
+pub struct BlockReconstruction {
+    pub setting: ReconstructionSetting,
+}
+
+impl BlockReconstruction {
+    pub const LEARNED: Learned =
+        Learned { blocks: BlockKind::Block, rounding: true, weight_scale: false, activation_scale: false, drop: 0.0 };
+}
+
+impl Pass for BlockReconstruction {
+    fn name(&self) -> &'static str {
+        "block_reconstruction"
+    }
+
+    fn guard(&self) -> Guard {
+        Guard::Measure
+    }
+
+    fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
+        reconstruct(ctx, self.name(), &self.setting, Self::LEARNED)
+    }
+}

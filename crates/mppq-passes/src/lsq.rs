@@ -1,0 +1,34 @@
+//! `lsq`: learned step sizes (LSQ, Esser et al., 2020; PPQ's `LearnedStepSizePass`) after
+//! calibration. Per block, the scales of weights and activations move (as learnable factors on
+//! the calibrated scales, with LSQ's straight-through gradient) to bring the block's quantized
+//! output to the float one; the engine is [`crate::reconstruction`].
+
+use crate::error::Result;
+use crate::guard::Guard;
+use crate::pass::{Pass, PassContext, PassReport};
+use crate::reconstruction::{BlockKind, Learned, ReconstructionSetting, reconstruct};
+
+/// The pass.
+#[derive(Default)]
+pub struct Lsq {
+    pub setting: ReconstructionSetting,
+}
+
+impl Lsq {
+    pub const LEARNED: Learned =
+        Learned { blocks: BlockKind::Block, rounding: false, weight_scale: true, activation_scale: true, drop: 0.0 };
+}
+
+impl Pass for Lsq {
+    fn name(&self) -> &'static str {
+        "lsq"
+    }
+
+    fn guard(&self) -> Guard {
+        Guard::Measure
+    }
+
+    fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
+        reconstruct(ctx, self.name(), &self.setting, Self::LEARNED)
+    }
+}

@@ -1,0 +1,697 @@
+//! Block reconstruction: the training engine behind [`crate::adaround`], [`crate::lsq`] and
+//! [`crate::block_reconstruction`] (AdaRound, Nagel et al. 2020; LSQ, Esser et al. 2020;
+//! BRECQ, Li et al. 2021; QDrop, Wei et al. 2022), on Burn's autodiff on the context's device.
+//!
+//! The graph is cut into blocks ([`find_blocks`]): each weight operation with its fused
+//! activation (`layer`), or single-entry/single-exit sub-graphs holding at most
+//! `max_block_ops` weight operations (`block`). Blocks are trained front to back. A block's
+//! inputs are cached from the simulated graph with the blocks before it already trained (so it
+//! learns to absorb their error), its targets are the float graph's values. One step runs the
+//! block on one cached batch in [`TrainingSimulation`] and moves the learned parameters with
+//! Adam against: reconstruction error (squared error summed over channels, averaged over the
+//! rest, as BRECQ) + λ · AdaRound's rounding regulariser. What is learned:
+//! - `rounding`: AdaRound's rectified-sigmoid variable per weight element; after a warm-up
+//!   without the regulariser, its β anneals from 20 to 2, pushing every element to round up or
+//!   down; the weight is then written as its grid value;
+//! - `weight_scale` / `activation_scale`: LSQ step sizes (learnable factors on the calibrated
+//!   scales; with `rounding`, the weight scale stays as calibrated).
+//!
+//! A block stops after `steps` steps, or earlier once its loss has not improved for `patience`
+//! steps with every rounding variable settled. A block whose output error over all cached
+//! batches, simulated as the pipeline simulates, does not fall is put back as it was.
+
+use crate::block::BlockRunner;
+use crate::error::{InPass, PassError, Result};
+use crate::params::{ParamView, op_params, write_param};
+use crate::pass::{Pass, PassContext, PassReport};
+use crate::quant_fusion::fused_activation;
+use crate::statistics::GraphMode;
+use burn::backend::ops::{ActivationOps, FloatTensorOps};
+use burn::backend::{Dispatch, DispatchTensor};
+use burn::tensor::Scalar;
+use mppq_exec::simulation::training::{Adam, LearnableScale, QuantSite, TrainingSimulation, backward, require_grad};
+use mppq_exec::{BurnFakeQuant, Device, Executor, QuantSimulation, Tensor, Value};
+use mppq_ir::quant::{
+    ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at, config_at_mut, dominator_root,
+    sync_dominated,
+};
+use mppq_ir::{Graph, OpId, VarId, op_roles};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// How blocks are cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockKind {
+    /// One weight operation (with its fused activation) per block: AdaRound as published.
+    Layer,
+    /// Single-entry/single-exit sub-graphs (a residual block, say): BRECQ and QDrop.
+    Block,
+}
+
+/// What a training pass learns and how it cuts blocks: each pass has its own
+/// ([`crate::adaround::AdaRound`] learns rounding per layer, [`crate::lsq::Lsq`] scales per block,
+/// [`crate::block_reconstruction::BlockReconstruction`] rounding per block); a setting may
+/// override any of them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Learned {
+    pub blocks: BlockKind,
+    pub rounding: bool,
+    pub weight_scale: bool,
+    pub activation_scale: bool,
+    pub drop: f64,
+}
+
+/// The knobs of one training pass (settings sections `adaround`, `lsq`, `block_reconstruction`).
+/// The fields left out (`null`) take the pass's own choice ([`Learned`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconstructionSetting {
+    /// On or off; absent: on at `optimize` level 3 where the pass belongs to it.
+    pub enabled: Option<bool>,
+    /// `layer` or `block` (default: the pass's).
+    pub blocks: Option<BlockKind>,
+    /// Learn the rounding of weights (AdaRound).
+    pub rounding: Option<bool>,
+    /// Learn weight scales (LSQ; not with `rounding`, which keeps the calibrated scale).
+    pub weight_scale: Option<bool>,
+    /// Learn activation scales (LSQ).
+    pub activation_scale: Option<bool>,
+    /// QDrop: probability that an activation element stays float in a training step (0: off).
+    pub drop: Option<f64>,
+    /// At most this many weight operations per automatic block (`block` only).
+    pub max_block_ops: usize,
+    /// Optimizer steps per block (one cached batch each).
+    pub steps: usize,
+    /// Adam's rate for rounding variables.
+    pub rounding_rate: f64,
+    /// Adam's rate for scale factors (a relative change per step).
+    pub scale_rate: f64,
+    /// λ, the weight of AdaRound's regulariser.
+    pub regularization: f64,
+    /// β of the regulariser: start and end of its annealing.
+    pub beta: (f64, f64),
+    /// Share of the steps run without the regulariser first.
+    pub warmup: f64,
+    /// Early stop: steps without a lower loss (rounding settled) before a block ends.
+    pub patience: usize,
+    /// Train on at most this many calibration batches (evenly spaced).
+    pub batches: usize,
+    /// Bound of the cached block inputs, and of the float targets, MiB each; beyond it fewer
+    /// batches are cached (evenly spaced).
+    pub cache_mib: usize,
+}
+
+impl Default for ReconstructionSetting {
+    fn default() -> Self {
+        Self {
+            enabled: None,
+            blocks: None,
+            rounding: None,
+            weight_scale: None,
+            activation_scale: None,
+            drop: None,
+            max_block_ops: 4,
+            steps: 500,
+            rounding_rate: 3e-2,
+            scale_rate: 1e-3,
+            regularization: 0.01,
+            beta: (20.0, 2.0),
+            warmup: 0.2,
+            patience: 100,
+            batches: 64,
+            cache_mib: 1024,
+        }
+    }
+}
+
+impl ReconstructionSetting {
+    /// The pass's choices with this setting's overrides.
+    pub fn learned(&self, pass: Learned) -> Learned {
+        Learned {
+            blocks: self.blocks.unwrap_or(pass.blocks),
+            rounding: self.rounding.unwrap_or(pass.rounding),
+            weight_scale: self.weight_scale.unwrap_or(pass.weight_scale),
+            activation_scale: self.activation_scale.unwrap_or(pass.activation_scale),
+            drop: self.drop.unwrap_or(pass.drop),
+        }
+    }
+
+    /// Checks the values serde cannot; `section` names the settings section in errors.
+    pub fn validate(&self, section: &str) -> std::result::Result<(), String> {
+        let bad = |what: String| Err(format!("{section}.{what}"));
+        if let Some(drop) = self.drop
+            && !(0.0..1.0).contains(&drop)
+        {
+            return bad(format!("drop = {drop}: use a probability in [0, 1)"));
+        }
+        if !(0.0..=1.0).contains(&self.warmup) {
+            return bad(format!("warmup = {}: use a share in [0, 1]", self.warmup));
+        }
+        if self.steps == 0 || self.batches == 0 || self.max_block_ops == 0 || self.cache_mib == 0 {
+            return bad("steps, batches, max_block_ops and cache_mib: use at least 1".into());
+        }
+        if self.rounding == Some(false) && self.weight_scale == Some(false) && self.activation_scale == Some(false) {
+            return bad("rounding, weight_scale, activation_scale are all off: nothing to learn".into());
+        }
+        for (name, v) in [
+            ("rounding_rate", self.rounding_rate),
+            ("scale_rate", self.scale_rate),
+            ("regularization", self.regularization),
+            ("beta", self.beta.0),
+            ("beta", self.beta.1),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(format!("{name} = {v}: use a finite value ≥ 0"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A block: the variables it starts from and ends at, and the weight operations it trains.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    pub ops: Vec<String>,
+}
+
+/// Operations whose weight can be trained: Conv/ConvTranspose/Gemm/MatMul with a float
+/// initializer weight of their own, quantized linearly (calibrated, not baked).
+pub fn trainable_ops(graph: &Graph) -> Vec<OpId> {
+    let Ok(order) = graph.topological_order() else { return Vec::new() };
+    order
+        .into_iter()
+        .filter(|&id| {
+            let Ok(op) = graph.operation(id) else { return false };
+            if !matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm" | "MatMul") {
+                return false;
+            }
+            let Some((slot, _, _)) = op_roles(op).weight() else { return false };
+            let Some(Some(var)) = op.inputs().get(slot).copied() else { return false };
+            let config = op.quant_config.as_ref().and_then(|c| c.input_configs.get(slot)).and_then(Option::as_ref);
+            let linear = config.is_some_and(|c| {
+                c.state == QuantizationState::Activated && !c.policy.is_floating() && !c.scale.is_empty()
+            });
+            linear
+                && graph.consumers(var).len() == 1
+                && op_params(graph, id).is_ok_and(|p| p.weight.is_some_and(|w| w.var == var))
+        })
+        .collect()
+}
+
+/// The blocks of `graph` by `kind` (see the module doc), front to back.
+pub fn find_blocks(graph: &Graph, kind: BlockKind, max_block_ops: usize) -> Result<Vec<Block>> {
+    let trainable = trainable_ops(graph);
+    let name_of = |v: VarId| graph.var_name(v).to_string();
+    let op_name = |id: OpId| graph.operation(id).map(|o| o.name.clone()).unwrap_or_default();
+    if kind == BlockKind::Layer {
+        let mut blocks = Vec::new();
+        for id in trainable {
+            let op = graph.operation(id).in_pass("reconstruction")?;
+            let inputs: Vec<String> =
+                op.input_ids().filter(|v| graph.variable(*v).is_ok_and(|v| v.value.is_none())).map(name_of).collect();
+            let Some(Some(out)) = op.outputs().first().copied() else { continue };
+            let measured = fused_activation(graph, id).map_or(out, |(_, o)| o);
+            blocks.push(Block { inputs, outputs: vec![name_of(measured)], ops: vec![op_name(id)] });
+        }
+        return Ok(blocks);
+    }
+    // Live values between operations k and k+1 of the topological order; a cut is a position
+    // where as few values are live as anywhere (one for a chain of residual blocks).
+    let order = graph.topological_order().in_pass("reconstruction")?;
+    let position: HashMap<OpId, usize> = order.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let n = order.len();
+    let mut last_use: HashMap<VarId, usize> = HashMap::new();
+    for (i, &id) in order.iter().enumerate() {
+        let op = graph.operation(id).in_pass("reconstruction")?;
+        for v in op.input_ids().chain(graph.implicit_inputs(id)) {
+            let e = last_use.entry(v).or_insert(i);
+            *e = (*e).max(i);
+        }
+    }
+    for &v in graph.outputs() {
+        last_use.insert(v, n);
+    }
+    let defined = |v: VarId| -> Option<usize> {
+        let var = graph.variable(v).ok()?;
+        if var.value.is_some() {
+            return None; // initializers are not activations
+        }
+        Some(graph.producer(v).and_then(|p| position.get(&p).map(|k| k + 1)).unwrap_or(0))
+    };
+    // live[k]: values defined at or before boundary k (after k ops) and read after it.
+    let mut live: Vec<Vec<VarId>> = vec![Vec::new(); n + 1];
+    for (&v, &last) in &last_use {
+        let Some(def) = defined(v) else { continue };
+        for slot in live.iter_mut().take(last.min(n) + 1).skip(def) {
+            slot.push(v);
+        }
+        if last == n && def <= n {
+            // graph outputs stay live to the end
+        }
+    }
+    for slot in &mut live {
+        slot.sort();
+        slot.dedup();
+    }
+    let trainable_at: Vec<bool> = order.iter().map(|id| trainable.contains(id)).collect();
+    let (Some(first), Some(last)) = (trainable_at.iter().position(|t| *t), trainable_at.iter().rposition(|t| *t))
+    else {
+        return Ok(Vec::new());
+    };
+    let least = (first..=last + 1).map(|k| live[k].len()).min().unwrap_or(1).max(1);
+    let cuts: Vec<usize> =
+        (0..=n).filter(|&k| k == 0 || k == n || (live[k].len() <= least && !live[k].is_empty())).collect();
+    let mut blocks = Vec::new();
+    let (mut start, mut ops): (usize, Vec<String>) = (0, Vec::new());
+    for pair in cuts.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let segment: Vec<String> = (a..b).filter(|&k| trainable_at[k]).map(|k| op_name(order[k])).collect();
+        if !ops.is_empty() && ops.len() + segment.len() > max_block_ops && !segment.is_empty() {
+            blocks.push(Block {
+                inputs: live[start].iter().map(|v| name_of(*v)).collect(),
+                outputs: live[a].iter().map(|v| name_of(*v)).collect(),
+                ops: std::mem::take(&mut ops),
+            });
+            start = a;
+        }
+        if ops.is_empty() && segment.is_empty() {
+            start = b; // nothing to train before this cut
+            continue;
+        }
+        ops.extend(segment);
+    }
+    if !ops.is_empty() {
+        // The last block ends at the last cut after its last weight operation.
+        let end = cuts.iter().copied().find(|&k| k > last).unwrap_or(n);
+        blocks.push(Block {
+            inputs: live[start].iter().map(|v| name_of(*v)).collect(),
+            outputs: live[end].iter().map(|v| name_of(*v)).collect(),
+            ops,
+        });
+    }
+    Ok(blocks)
+}
+
+/// AdaRound's rectified sigmoid: `clamp(σ(V)·(ζ − γ) + γ, 0, 1)`, ζ = 1.1, γ = −0.1.
+const ZETA: f64 = 1.1;
+const GAMMA: f64 = -0.1;
+
+/// One weight whose rounding is learned.
+struct RoundedWeight {
+    var: VarId,
+    view: ParamView,
+    config: TensorQuantConfig,
+    /// `floor(w / s)` per element.
+    floor: Vec<f32>,
+    /// The rounding variable (tracked), shape of the weight.
+    v: DispatchTensor,
+    /// `(scale, offset)` shaped to broadcast over the weight.
+    scale: DispatchTensor,
+    offset: DispatchTensor,
+    floor_t: DispatchTensor,
+}
+
+fn broadcast(values: &[f32], rank: usize, axis: Option<usize>, device: &Device) -> DispatchTensor {
+    let mut shape = vec![1usize; rank];
+    if let Some(a) = axis {
+        shape[a] = values.len();
+    }
+    Tensor::from_f32(&shape, values.to_vec(), device).into_dispatch()
+}
+
+impl RoundedWeight {
+    fn new(var: VarId, view: ParamView, config: TensorQuantConfig, device: &Device) -> Self {
+        let rank = view.shape.len();
+        let channel = |i: usize| match config.channel_axis {
+            Some(a) => (i / view.shape[a + 1..].iter().product::<usize>().max(1)) % view.shape[a],
+            None => 0,
+        };
+        let mut floor = Vec::with_capacity(view.values.len());
+        let mut init = Vec::with_capacity(view.values.len());
+        for (i, w) in view.values.iter().enumerate() {
+            let v = w / config.scale[channel(i)];
+            let f = v.floor();
+            let rest = f64::from(v - f).clamp(1e-4, 1.0 - 1e-4);
+            floor.push(f);
+            // h(V) = rest at the start: soft rounding starts at the float weight.
+            init.push((-((ZETA - GAMMA) / (rest - GAMMA) - 1.0).ln()) as f32);
+        }
+        let v = require_grad(Tensor::from_f32(&view.shape, init, device).into_dispatch());
+        let scale = broadcast(&config.scale, rank, config.channel_axis, device);
+        let offset = broadcast(&config.offset, rank, config.channel_axis, device);
+        let floor_t = Tensor::from_f32(&view.shape, floor.clone(), device).into_dispatch();
+        Self { var, view, config, floor, v, scale, offset, floor_t }
+    }
+
+    /// `h(V)`, tracked.
+    fn soft(&self) -> DispatchTensor {
+        let s = Dispatch::sigmoid(self.v.clone());
+        let h =
+            Dispatch::float_add_scalar(Dispatch::float_mul_scalar(s, Scalar::from(ZETA - GAMMA)), Scalar::from(GAMMA));
+        Dispatch::float_clamp(h, Scalar::from(0.0), Scalar::from(1.0))
+    }
+
+    /// The soft-quantized weight: `s · (clamp(floor + h(V) + o, q_min, q_max) − o)`.
+    fn weight(&self) -> DispatchTensor {
+        let q = Dispatch::float_add(Dispatch::float_add(self.floor_t.clone(), self.soft()), self.offset.clone());
+        let q = Dispatch::float_clamp(q, Scalar::from(self.config.quant_min), Scalar::from(self.config.quant_max));
+        Dispatch::float_mul(Dispatch::float_sub(q, self.offset.clone()), self.scale.clone())
+    }
+
+    /// `Σ 1 − |2h − 1|^β`, tracked: 0 once every element rounds up or down.
+    fn regularizer(&self, beta: f64) -> DispatchTensor {
+        let d = Dispatch::float_abs(Dispatch::float_sub_scalar(
+            Dispatch::float_mul_scalar(self.soft(), Scalar::from(2.0)),
+            Scalar::from(1.0),
+        ));
+        let p = Dispatch::float_powf_scalar(d, Scalar::from(beta));
+        Dispatch::float_sum(Dispatch::float_neg(Dispatch::float_sub_scalar(p, Scalar::from(1.0))))
+    }
+
+    /// Share of elements whose soft rounding is within 1 % of 0 or 1.
+    fn settled(&self) -> f64 {
+        let h = Tensor::from_dispatch(Dispatch::float_detach(self.soft())).to_f32_vec();
+        let n = h.len().max(1);
+        h.iter().filter(|h| (2.0 * **h - 1.0).abs() > 0.98).count() as f64 / n as f64
+    }
+
+    /// The weight on its grid with every element rounded as learned (V ≥ 0: up).
+    fn hard(&self) -> ParamView {
+        let v = Tensor::from_dispatch(Dispatch::float_detach(self.v.clone())).to_f32_vec();
+        let c = &self.config;
+        let mut view = self.view.clone();
+        let channel = |i: usize| match c.channel_axis {
+            Some(a) => (i / view.shape[a + 1..].iter().product::<usize>().max(1)) % view.shape[a],
+            None => 0,
+        };
+        let values = (0..self.floor.len())
+            .map(|i| {
+                let (s, o) = (c.scale[channel(i)], c.offset[channel(i)]);
+                let q = (self.floor[i] + if v[i] >= 0.0 { 1.0 } else { 0.0 } + o)
+                    .clamp(c.quant_min as f32, c.quant_max as f32);
+                (q - o) * s
+            })
+            .collect();
+        view.values = values;
+        view
+    }
+}
+
+/// Squared error of `out` against `target`, summed, tracked.
+fn squared_error(out: &Tensor, target: &Tensor) -> DispatchTensor {
+    let d = Dispatch::float_sub(out.dispatch().clone(), target.dispatch().clone());
+    Dispatch::float_sum(Dispatch::float_mul(d.clone(), d))
+}
+
+fn scalar(t: &DispatchTensor) -> f64 {
+    Tensor::from_dispatch(Dispatch::float_detach(t.clone())).to_f64_vec().first().copied().unwrap_or(f64::NAN)
+}
+
+/// Relative squared error of the block's outputs over every cached batch, simulated as the
+/// pipeline simulates (integer kernels included).
+fn block_error(block: &Graph, ctx: &PassContext<'_>, runner: &BlockRunner, targets: &[Vec<Tensor>]) -> Result<f64> {
+    let exec = Executor::new(block, ctx.registry, ctx.device, ctx.opsets).in_pass("reconstruction")?;
+    let (mut err, mut energy) = (0.0, 0.0);
+    for (i, target) in targets.iter().enumerate() {
+        let mut sim = QuantSimulation::new(block, BurnFakeQuant);
+        let feeds = runner.feeds(i)?;
+        let outs = exec.run(feeds, &mut [&mut sim]).in_pass("reconstruction")?;
+        for ((_, out), t) in outs.iter().zip(target) {
+            let (Value::Tensor(o), t) = (out, t) else { continue };
+            let (o, t) = (o.to_f64_vec(), t.to_f64_vec());
+            for (a, b) in o.iter().zip(&t) {
+                err += (a - b) * (a - b);
+                energy += b * b;
+            }
+        }
+    }
+    Ok(if energy > 0.0 { err / energy } else { err })
+}
+
+/// What one block's training did.
+pub struct BlockOutcome {
+    pub before: f64,
+    pub after: f64,
+    pub kept: bool,
+    pub steps: usize,
+}
+
+/// Trains every block of the graph by `setting`; `pass` names errors and progress.
+pub fn reconstruct(
+    ctx: &mut PassContext<'_>,
+    pass: &'static str,
+    setting: &ReconstructionSetting,
+    learned: Learned,
+) -> Result<PassReport> {
+    setting.validate(pass).map_err(|message| PassError::Invalid { pass, message })?;
+    let learned = setting.learned(learned);
+    if !(learned.rounding || learned.weight_scale || learned.activation_scale) {
+        return Ok(PassReport::new(pass, 0, "nothing to learn (rounding and scales off)"));
+    }
+    let blocks = find_blocks(ctx.graph, learned.blocks, setting.max_block_ops)?;
+    if blocks.is_empty() {
+        return Ok(PassReport::new(pass, 0, "no quantized weight operation to train"));
+    }
+    let mut kept = 0;
+    let mut lines = Vec::new();
+    let total = blocks.len();
+    for (b, block) in blocks.iter().enumerate() {
+        let outcome = train_block(ctx, pass, setting, learned, block, b, total)?;
+        if outcome.kept {
+            kept += 1;
+        }
+        lines.push(format!(
+            "{}: {:.2} → {:.2} dB{}",
+            block.ops.join("+"),
+            -10.0 * outcome.before.log10(),
+            -10.0 * outcome.after.log10(),
+            if outcome.kept { "" } else { " (undone)" }
+        ));
+    }
+    if kept > 0 && (learned.weight_scale || learned.activation_scale) {
+        // Bias scales are input scale × weight scale: derive them again from the learned ones.
+        crate::passive_parameter_quantize::PassiveParameterQuantize.run(ctx)?;
+    }
+    Ok(PassReport::new(
+        pass,
+        kept,
+        format!("{kept} of {total} blocks improved (block output SNR before → after: {})", lines.join("; ")),
+    ))
+}
+
+fn train_block(
+    ctx: &mut PassContext<'_>,
+    pass: &'static str,
+    setting: &ReconstructionSetting,
+    learned: Learned,
+    block: &Block,
+    index: usize,
+    total: usize,
+) -> Result<BlockOutcome> {
+    let inputs: Vec<&str> = block.inputs.iter().map(String::as_str).collect();
+    let outputs: Vec<&str> = block.outputs.iter().map(String::as_str).collect();
+    let bytes = setting.cache_mib << 20;
+    let float = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Float, bytes, setting.batches)?;
+    let quant = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Simulated, bytes, setting.batches)?;
+    let entries = float.len().min(quant.len());
+    // Float targets: the float block on float inputs.
+    let mut targets: Vec<Vec<Tensor>> = Vec::with_capacity(entries);
+    for i in 0..entries {
+        let outs = float.run(i, &mut [])?;
+        targets.push(outs.into_iter().filter_map(|(_, v)| v.as_tensor().cloned()).collect());
+    }
+    drop(float);
+    let mut graph = quant.graph.clone();
+    let before = block_error(&graph, ctx, &quant, &targets)?;
+
+    let energies: Vec<f64> =
+        targets.iter().map(|ts| ts.iter().flat_map(|t| t.to_f64_vec()).map(|v| v * v).sum::<f64>()).collect();
+    let ad = ctx.device.autodiff();
+    let exec = Executor::new(&graph, ctx.registry, &ad, ctx.opsets).in_pass(pass)?;
+    let on_ad = |t: &Tensor| t.to_device(&ad).in_pass(pass);
+    let ad_targets: Vec<Vec<Tensor>> =
+        targets.iter().map(|ts| ts.iter().map(on_ad).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
+
+    // What is learned: rounding variables, and scale leaves (one per root config; a dominated
+    // config in the block follows its root's leaf).
+    let mut rounded: Vec<RoundedWeight> = Vec::new();
+    let mut leaves: Vec<(ConfigLocation, LearnableScale)> = Vec::new();
+    for name in &block.ops {
+        let Some(id) = graph.op_id(name) else { continue };
+        let Some(weight) = op_params(&graph, id)?.weight else { continue };
+        let op = graph.operation(id).in_pass(pass)?;
+        let Some((slot, _, _)) = op_roles(op).weight() else { continue };
+        let loc = ConfigLocation { op: id, side: ConfigSide::Input, index: slot };
+        let Some(config) = config_at(&graph, loc).cloned() else { continue };
+        if learned.rounding {
+            rounded.push(RoundedWeight::new(weight.var, weight, config, &ad));
+        } else if learned.weight_scale && config.dominated_by.is_none() {
+            leaves.push((loc, LearnableScale::new(config.scale.clone(), &ad)));
+        }
+    }
+    let sites = config_sites(&graph);
+    if learned.activation_scale {
+        for &loc in &sites {
+            let Some(c) = config_at(&graph, loc) else { continue };
+            let vars = graph.operation(loc.op).map(|o| match loc.side {
+                ConfigSide::Input => o.inputs().to_vec(),
+                ConfigSide::Output => o.outputs().to_vec(),
+            });
+            let is_param = vars
+                .ok()
+                .and_then(|v| v.get(loc.index).copied().flatten())
+                .is_some_and(|v| graph.variable(v).is_ok_and(|v| v.value.is_some()));
+            // A root in the block may be dominated in the full graph (by a config outside the
+            // block): that one is not the block's to change.
+            let root_in_full = graph
+                .operation(loc.op)
+                .ok()
+                .and_then(|o| ctx.graph.op_id(&o.name))
+                .and_then(|full| config_at(ctx.graph, ConfigLocation { op: full, ..loc }))
+                .is_some_and(|fc| fc.dominated_by.is_none());
+            if c.state == QuantizationState::Activated
+                && !c.policy.is_floating()
+                && c.dominated_by.is_none()
+                && !is_param
+                && root_in_full
+            {
+                leaves.push((loc, LearnableScale::new(c.scale.clone(), &ad)));
+            }
+        }
+    }
+    let leaf_of: HashMap<ConfigLocation, usize> = leaves.iter().enumerate().map(|(i, (loc, _))| (*loc, i)).collect();
+    let site_leaf: Vec<(QuantSite, usize)> = sites
+        .iter()
+        .filter_map(|&loc| {
+            let root = dominator_root(&graph, loc).ok()?;
+            Some(((loc.op, loc.side, loc.index), *leaf_of.get(&root)?))
+        })
+        .collect();
+
+    let mut sim = TrainingSimulation::new(&graph);
+    sim.drop = learned.drop;
+    sim.prequantized = rounded.iter().map(|r| r.var).collect();
+    let steps = setting.steps;
+    let warm = (setting.warmup * steps as f64) as usize;
+    let mut adam = Adam::default();
+    let mut best = f64::INFINITY;
+    let mut since_best = 0;
+    let mut done = 0;
+    ctx.progress.begin(&format!("{pass} block {}/{total}", index + 1), steps as u64);
+    for step in 0..steps {
+        let entry = (step * 7919) % entries.max(1); // a fixed, well-mixed visiting order
+        sim.substitutes = rounded.iter().map(|r| (r.var, Value::Tensor(Tensor::from_dispatch(r.weight())))).collect();
+        sim.learnable = site_leaf.iter().map(|(site, i)| (*site, leaves[*i].1.clone())).collect();
+        let feeds = quant
+            .feeds(entry)?
+            .into_iter()
+            .map(|(n, v)| match v {
+                Value::Tensor(t) => on_ad(&t).map(|t| (n, Value::Tensor(t))),
+                other => Ok((n, other)),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outs = exec.run(feeds, &mut [&mut sim]).in_pass(pass)?;
+        let mut loss: Option<DispatchTensor> = None;
+        for ((_, out), target) in outs.iter().zip(&ad_targets[entry]) {
+            let Value::Tensor(out) = out else { continue };
+            let l = squared_error(out, target);
+            loss = Some(match loss {
+                Some(acc) => Dispatch::float_add(acc, l),
+                None => l,
+            });
+        }
+        let Some(loss) = loss else { break };
+        // Relative to round-to-nearest: 1 where training starts from, whatever the block's scale.
+        let mut loss =
+            Dispatch::float_div_scalar(loss, Scalar::from((energies[entry] * before).max(f64::MIN_POSITIVE)));
+        let rec = scalar(&loss);
+        let annealing = step >= warm && learned.rounding;
+        if annealing {
+            let t = (step - warm) as f64 / (steps - warm).max(1) as f64;
+            let beta = setting.beta.1 + (setting.beta.0 - setting.beta.1) * (1.0 - t);
+            for r in &rounded {
+                let reg = Dispatch::float_mul_scalar(r.regularizer(beta), Scalar::from(setting.regularization));
+                loss = Dispatch::float_add(loss, reg);
+            }
+        }
+        let grads = backward(loss);
+        let mut params: Vec<&mut DispatchTensor> = Vec::new();
+        let mut rates = Vec::new();
+        for r in rounded.iter_mut() {
+            params.push(&mut r.v);
+            rates.push(setting.rounding_rate);
+        }
+        for (_, leaf) in leaves.iter_mut() {
+            params.push(&mut leaf.factor);
+            rates.push(setting.scale_rate);
+        }
+        adam.step(&mut params, &rates, &grads);
+        done = step + 1;
+        ctx.progress.advance(1);
+        if step % 10 == 0 {
+            ctx.progress.note(&format!("loss {rec:.3e}"));
+        }
+        // Early stop on the reconstruction loss, once the rounding (if learned) has settled.
+        if rec < best * 0.999 {
+            best = rec;
+            since_best = 0;
+        } else {
+            since_best += 1;
+        }
+        let settled = !annealing || rounded.iter().all(|r| r.settled() > 0.99);
+        if since_best >= setting.patience && settled && (annealing || !learned.rounding) {
+            break;
+        }
+    }
+    ctx.progress.finish();
+
+    // The learned values into the block graph, measured as the pipeline simulates.
+    let mut written: Vec<ParamView> = Vec::new();
+    for r in &rounded {
+        let hard = r.hard();
+        write_param(&mut graph, &hard)?;
+        written.push(hard);
+    }
+    let scales: Vec<(String, ConfigLocation, Vec<f32>)> = leaves
+        .iter()
+        .filter_map(|(loc, leaf)| Some((graph.operation(loc.op).ok()?.name.clone(), *loc, leaf.values())))
+        .collect();
+    for (_, loc, values) in &scales {
+        if let Some(c) = config_at_mut(&mut graph, *loc) {
+            c.scale = values.clone();
+        }
+    }
+    sync_dominated(&mut graph).in_pass(pass)?;
+    let after = block_error(&graph, ctx, &quant, &targets)?;
+    let kept = after < before;
+    if kept {
+        for view in &written {
+            let var = ctx.graph.var_named(&view.name).in_pass(pass)?;
+            write_param(ctx.graph, &ParamView { var, ..view.clone() })?;
+        }
+        for (name, loc, values) in scales {
+            if let Some(op) = ctx.graph.op_id(&name)
+                && let Some(c) = config_at_mut(ctx.graph, ConfigLocation { op, ..loc })
+            {
+                c.scale = values;
+            }
+        }
+        sync_dominated(ctx.graph).in_pass(pass)?;
+    }
+    Ok(BlockOutcome { before, after, kept, steps: done })
+}
+
+/// Every config location of the graph's operations.
+fn config_sites(graph: &Graph) -> Vec<ConfigLocation> {
+    let mut out = Vec::new();
+    for (op, o) in graph.operations() {
+        let Some(c) = o.quant_config.as_ref() else { continue };
+        for (side, n) in [(ConfigSide::Input, c.input_configs.len()), (ConfigSide::Output, c.output_configs.len())] {
+            out.extend((0..n).map(|index| ConfigLocation { op, side, index }));
+        }
+    }
+    out
+}

@@ -23,6 +23,9 @@ pub enum ApiError {
     /// A setting, option or platform choice that cannot be honoured.
     #[error("setting: {0}")]
     Setting(String),
+    /// Quantization-aware training ([`crate::qat`]) cannot go on.
+    #[error("quantization-aware training: {0}")]
+    Training(String),
     #[error("`{path}`: {source}")]
     Io { path: String, source: std::io::Error },
     /// Quantization error analysis could not measure a tensor (NaN/Inf, mismatched runs, …).

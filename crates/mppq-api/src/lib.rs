@@ -5,7 +5,7 @@
 //! own dispatcher/quantizer/operators/exporter bundle), the quantization run ([`quantize`]: the
 //! seeds' `load_quantizer` → `quantize` → `export`, and the one-call [`quantize_onnx_model`]),
 //! its setting file ([`setting`]), quantization inside If branches and Loop/Scan bodies ([`control_flow`]), the exporter registry and built-in exporters ([`export`]) and
-//! error analysis ([`analyse`]); models older than opset 13 are converted when loaded for
+//! error analysis ([`analyse`]), quantization-aware training of the quantized graph ([`qat`]); models older than opset 13 are converted when loaded for
 //! quantization ([`upgrade`]). The CLI in
 //! `src/bin/mppq.rs` is a thin layer over these functions.
 //!
@@ -21,6 +21,7 @@ pub mod info;
 pub mod npy;
 pub mod platform;
 mod platforms;
+pub mod qat;
 pub mod quantize;
 mod registry;
 pub mod run;

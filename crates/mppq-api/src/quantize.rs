@@ -195,6 +195,18 @@ impl ModelQuantizer {
         Ok(report)
     }
 
+    /// Runs one pass on the model without calibration data (a pass that reads none, such as
+    /// `passive_parameter_quantize` after scales changed).
+    pub fn run_pass(&mut self, pass: &mut dyn mppq_passes::Pass) -> Result<mppq_passes::PassReport> {
+        let imports = self.model.opset_imports.clone();
+        let opsets = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
+        let none: Vec<mppq_quant::Feeds> = Vec::new();
+        let mut progress = mppq_passes::NoProgress;
+        let mut ctx =
+            PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opsets, &none, &mut progress);
+        Ok(pass.run(&mut ctx)?)
+    }
+
     /// Runs the quantized model (fake-quant simulation) on one batch.
     pub fn simulate(&self, feeds: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
         let exec = self.executor()?;

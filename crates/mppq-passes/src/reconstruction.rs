@@ -458,8 +458,12 @@ pub fn reconstruct(
     let mut kept = 0;
     let mut lines = Vec::new();
     let total = blocks.len();
+    // Targets come from the float model as the pass found it: the weights trained blocks write
+    // are on their grid, and a float run through them would pull later targets toward the
+    // quantized model.
+    let mut float_model = ctx.graph.clone();
     for (b, block) in blocks.iter().enumerate() {
-        let outcome = train_block(ctx, pass, setting, learned, block, b, total)?;
+        let outcome = train_block(ctx, &mut float_model, pass, setting, learned, block, b, total)?;
         if outcome.kept {
             kept += 1;
         }
@@ -482,8 +486,10 @@ pub fn reconstruct(
     ))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn train_block(
     ctx: &mut PassContext<'_>,
+    float_model: &mut Graph,
     pass: &'static str,
     setting: &ReconstructionSetting,
     learned: Learned,
@@ -494,7 +500,10 @@ fn train_block(
     let inputs: Vec<&str> = block.inputs.iter().map(String::as_str).collect();
     let outputs: Vec<&str> = block.outputs.iter().map(String::as_str).collect();
     let bytes = setting.cache_mib << 20;
-    let float = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Float, bytes, setting.batches)?;
+    std::mem::swap(ctx.graph, float_model);
+    let float = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Float, bytes, setting.batches);
+    std::mem::swap(ctx.graph, float_model);
+    let float = float?;
     let quant = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Simulated, bytes, setting.batches)?;
     let entries = float.len().min(quant.len());
     // Float targets: the float block on float inputs.

@@ -1,0 +1,88 @@
+//! Quantization-aware training on a trained CNN (scikit-learn's digits, `testdata/digits`):
+//! before any step the trainable model computes what the quantized model simulates; fine-tuning
+//! W4A4 recovers accuracy lost to quantization; the result exports and simulates as trained.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
+use mppq_api::exec::{Tensor, Value};
+use mppq_api::qat::{QatModel, QatOptions, cross_entropy};
+use mppq_api::{CalibrationSet, ModelQuantizer, QuantizeSetting, load_quantizer, npy};
+use std::path::PathBuf;
+
+fn digits() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/digits")
+}
+
+fn split(name: &str) -> (Vec<f32>, Vec<i64>) {
+    let arrays = npy::read_npz(&digits().join(name)).unwrap();
+    let get = |k: &str| arrays.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    (get("x").to_f32_vec().unwrap(), get("y").to_i64_vec().unwrap())
+}
+
+fn feeds(x: &[f32], n: usize, device: &mppq_api::exec::Device) -> Vec<(String, Value)> {
+    vec![("input".into(), Value::Tensor(Tensor::from_f32(&[n, 1, 8, 8], x.to_vec(), device)))]
+}
+
+fn accuracy(logits: &[f32], labels: &[i64]) -> f64 {
+    let hits = logits
+        .chunks(10)
+        .zip(labels)
+        .filter(|(row, l)| row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as i64 == **l)
+        .count();
+    100.0 * hits as f64 / labels.len() as f64
+}
+
+fn w4a4() -> ModelQuantizer {
+    let mut setting = QuantizeSetting { platform: "lowbit".into(), ..QuantizeSetting::default() };
+    setting.quantizer.bits = Some(4);
+    setting.quantizer.weight_bits = Some(4);
+    let mut q = load_quantizer(&digits().join("digits_cnn.onnx"), setting).unwrap();
+    let calib = CalibrationSet::from_path(&q.model, &digits().join("calib"), None).unwrap();
+    q.quantize(&calib, &mut mppq_api::passes::NoProgress).unwrap();
+    q
+}
+
+#[test]
+fn fine_tuning_w4a4_recovers_accuracy_and_exports_what_it_trained() {
+    let (test_x, test_y) = split("test.npz");
+    let (train_x, train_y) = split("train.npz");
+    let mut q = w4a4();
+    let simulated = q.simulate(feeds(&test_x, 500, q.device())).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
+    let before = accuracy(&simulated, &test_y);
+
+    let mut model = QatModel::new(&q, QatOptions::default()).unwrap();
+    // Before any step: the simulation's numbers (float kernels here, integer ones there: at most
+    // one output step apart on a few elements).
+    let untrained = model.forward(feeds(&test_x, 500, model.device())).unwrap()[0].1.to_f32_vec();
+    assert_eq!(accuracy(&untrained, &test_y), before);
+    let step = q.model.graph.operations().filter_map(|(_, o)| o.quant_config.as_ref()).last().unwrap().output_configs
+        [0]
+    .as_ref()
+    .map_or(1.0, |c| c.scale[0]);
+    let far = simulated.iter().zip(&untrained).filter(|(a, b)| (*a - *b).abs() > 1.01 * step).count();
+    assert_eq!(far, 0, "outputs more than one step ({step}) apart");
+
+    for epoch in 0..3 {
+        for start in (0..train_y.len()).step_by(32) {
+            let end = (start + 32).min(train_y.len());
+            let order: Vec<usize> = (start..end).map(|i| (i * 389 + epoch * 97) % train_y.len()).collect();
+            let x: Vec<f32> = order.iter().flat_map(|&i| train_x[i * 64..(i + 1) * 64].iter().copied()).collect();
+            let y: Vec<i64> = order.iter().map(|&i| train_y[i]).collect();
+            let out = model.forward(feeds(&x, y.len(), model.device())).unwrap();
+            model.step(cross_entropy(&out[0].1, &y).unwrap()).unwrap();
+        }
+    }
+    let trained = model.forward(feeds(&test_x, 500, model.device())).unwrap()[0].1.to_f32_vec();
+    model.apply(&mut q).unwrap();
+    let after_sim = q.simulate(feeds(&test_x, 500, q.device())).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
+    let after = accuracy(&after_sim, &test_y);
+    println!(
+        "W4A4 test accuracy: calibrated {before:.1} %, fine-tuned {after:.1} % (trainable model {:.1} %)",
+        accuracy(&trained, &test_y)
+    );
+    assert!(after >= before + 1.5, "QAT: {before:.1} % → {after:.1} %");
+    assert!((accuracy(&trained, &test_y) - after).abs() <= 0.4, "trained and exported models disagree");
+    let dir = tempfile::tempdir().unwrap();
+    let files = q.export_to(dir.path()).unwrap();
+    assert!(files.iter().any(|a| a.path.ends_with("model.qdq.onnx")));
+}

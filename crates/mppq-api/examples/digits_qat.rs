@@ -4,7 +4,7 @@
 //! [`mppq_api::qat`]; the result is exported as QDQ ONNX.
 //!
 //! ```text
-//! cargo run --release -p mppq-api --example digits_qat [-- OUT_DIR [EPOCHS]]
+//! cargo run --release -p mppq-api --example digits_qat [-- OUT_DIR [EPOCHS [WEIGHT_BITS]]]
 //! ```
 
 use mppq_api::exec::{Tensor, Value};
@@ -49,7 +49,8 @@ fn argmax_accuracy(logits: &[f32], labels: &[i64]) -> f64 {
         .chunks(10)
         .zip(labels)
         .filter(|(row, label)| {
-            let best = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
+            // The first of equal maxima, as NumPy's argmax (4-bit logits tie often).
+            let best = (0..row.len()).fold(0, |best, i| if row[i] > row[best] { i } else { best });
             best as i64 == **label
         })
         .count();
@@ -67,20 +68,21 @@ fn accuracy(q: &ModelQuantizer, test: &Split, quantized: bool) -> Result<f64, Er
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     let out = PathBuf::from(args.get(1).map_or("target/digits-qat", String::as_str));
-    let epochs: usize = args.get(2).map_or(Ok(3), |e| e.parse())?;
+    let epochs: usize = args.get(2).map_or(Ok(5), |e| e.parse())?;
+    let weight_bits: u32 = args.get(3).map_or(Ok(4), |e| e.parse())?;
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/digits");
     let (train, test) = (Split::read(&data.join("train.npz"))?, Split::read(&data.join("test.npz"))?);
 
-    // W4A4 on the `lowbit` platform: 4-bit symmetric per-channel weights, 4-bit activations.
+    // The `lowbit` platform: symmetric per-channel weights (4 bits by default), 4-bit activations.
     let mut setting = QuantizeSetting { platform: "lowbit".into(), ..QuantizeSetting::default() };
     setting.quantizer.bits = Some(4);
-    setting.quantizer.weight_bits = Some(4);
+    setting.quantizer.weight_bits = Some(weight_bits);
     let mut q = load_quantizer(&data.join("digits_cnn.onnx"), setting)?;
     let float = accuracy(&q, &test, false)?;
     let calib = CalibrationSet::from_path(&q.model, &data.join("calib"), None)?;
     q.quantize(&calib, &mut mppq_api::passes::NoProgress)?;
     let before = accuracy(&q, &test, true)?;
-    println!("test accuracy: float {float:.1} %, W4A4 after calibration {before:.1} %");
+    println!("test accuracy: float {float:.1} %, W{weight_bits}A4 after calibration {before:.1} %");
 
     let started = std::time::Instant::now();
     let mut model = QatModel::new(&q, QatOptions::default())?;
@@ -108,7 +110,7 @@ fn main() -> Result<(), Error> {
     model.apply(&mut q)?;
     let after = accuracy(&q, &test, true)?;
     println!(
-        "test accuracy: float {float:.1} %, W4A4 calibrated {before:.1} %, after fine-tuning {after:.1} % ({:.1} s)",
+        "test accuracy: float {float:.1} %, W{weight_bits}A4 calibrated {before:.1} %, after fine-tuning {after:.1} % ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
     for artifact in q.export_to(&out)? {

@@ -47,7 +47,7 @@ pub struct QatOptions {
 
 impl Default for QatOptions {
     fn default() -> Self {
-        Self { weights: true, scales: true, weight_rate: 1e-4, scale_rate: 1e-3 }
+        Self { weights: true, scales: true, weight_rate: 1e-3, scale_rate: 1e-3 }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Quantization-aware training on a trained CNN (scikit-learn's digits, `testdata/digits`):
 //! before any step the trainable model computes what the quantized model simulates; fine-tuning
-//! W4A4 recovers accuracy lost to quantization; the result exports and simulates as trained.
+//! W2A4 recovers accuracy lost to quantization; the result exports and simulates as trained.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
@@ -27,15 +27,16 @@ fn accuracy(logits: &[f32], labels: &[i64]) -> f64 {
     let hits = logits
         .chunks(10)
         .zip(labels)
-        .filter(|(row, l)| row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as i64 == **l)
+        // The first of equal maxima, as NumPy's argmax (4-bit logits tie often).
+        .filter(|(row, l)| (0..row.len()).fold(0, |b, i| if row[i] > row[b] { i } else { b }) as i64 == **l)
         .count();
     100.0 * hits as f64 / labels.len() as f64
 }
 
-fn w4a4() -> ModelQuantizer {
+fn w2a4() -> ModelQuantizer {
     let mut setting = QuantizeSetting { platform: "lowbit".into(), ..QuantizeSetting::default() };
     setting.quantizer.bits = Some(4);
-    setting.quantizer.weight_bits = Some(4);
+    setting.quantizer.weight_bits = Some(2);
     let mut q = load_quantizer(&digits().join("digits_cnn.onnx"), setting).unwrap();
     let calib = CalibrationSet::from_path(&q.model, &digits().join("calib"), None).unwrap();
     q.quantize(&calib, &mut mppq_api::passes::NoProgress).unwrap();
@@ -43,10 +44,10 @@ fn w4a4() -> ModelQuantizer {
 }
 
 #[test]
-fn fine_tuning_w4a4_recovers_accuracy_and_exports_what_it_trained() {
+fn fine_tuning_w2a4_recovers_accuracy_and_exports_what_it_trained() {
     let (test_x, test_y) = split("test.npz");
     let (train_x, train_y) = split("train.npz");
-    let mut q = w4a4();
+    let mut q = w2a4();
     let simulated = q.simulate(feeds(&test_x, 500, q.device())).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
     let before = accuracy(&simulated, &test_y);
 
@@ -62,10 +63,9 @@ fn fine_tuning_w4a4_recovers_accuracy_and_exports_what_it_trained() {
     let far = simulated.iter().zip(&untrained).filter(|(a, b)| (*a - *b).abs() > 1.01 * step).count();
     assert_eq!(far, 0, "outputs more than one step ({step}) apart");
 
-    for epoch in 0..3 {
-        for start in (0..train_y.len()).step_by(32) {
-            let end = (start + 32).min(train_y.len());
-            let order: Vec<usize> = (start..end).map(|i| (i * 389 + epoch * 97) % train_y.len()).collect();
+    for epoch in 0..5 {
+        let n = train_y.len();
+        for order in (0..n).map(|i| (i * 389 + epoch * 97) % n).collect::<Vec<_>>().chunks(32) {
             let x: Vec<f32> = order.iter().flat_map(|&i| train_x[i * 64..(i + 1) * 64].iter().copied()).collect();
             let y: Vec<i64> = order.iter().map(|&i| train_y[i]).collect();
             let out = model.forward(feeds(&x, y.len(), model.device())).unwrap();
@@ -80,7 +80,8 @@ fn fine_tuning_w4a4_recovers_accuracy_and_exports_what_it_trained() {
         "W4A4 test accuracy: calibrated {before:.1} %, fine-tuned {after:.1} % (trainable model {:.1} %)",
         accuracy(&trained, &test_y)
     );
-    assert!(after >= before + 1.5, "QAT: {before:.1} % → {after:.1} %");
+    // Round-to-nearest 2-bit weights leave 21.8 %; fine-tuning brings back 92.0 % (float 98.2 %).
+    assert!(after >= before + 50.0, "QAT: {before:.1} % → {after:.1} %");
     assert!((accuracy(&trained, &test_y) - after).abs() <= 0.4, "trained and exported models disagree");
     let dir = tempfile::tempdir().unwrap();
     let files = q.export_to(dir.path()).unwrap();

@@ -153,6 +153,9 @@ enum Command {
         timeout: u64,
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Extra arguments of `mppq quantize`, as one string (`--mppq-args="--weight-bits 4 --optimize 3"`).
+        #[arg(long, allow_hyphen_values = true)]
+        mppq_args: Option<String>,
     },
 }
 
@@ -191,9 +194,10 @@ fn main() -> Result<()> {
                 std::process::exit(1)
             }
         }
-        Command::RealModels { models, ci, mppq, peers, no_peers, timeout, json } => {
+        Command::RealModels { models, ci, mppq, peers, no_peers, timeout, json, mppq_args } => {
             let peers = real_models::peer_list(&peers, no_peers)?;
-            let opts = real_models::Options { models, ci, mppq, peers, json, timeout_s: timeout };
+            let mppq_args = mppq_args.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default();
+            let opts = real_models::Options { models, ci, mppq, peers, json, mppq_args, timeout_s: timeout };
             if real_models::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::Pyenv => {

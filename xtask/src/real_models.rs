@@ -31,6 +31,9 @@ pub struct Options {
     /// Peers to run (default [`PEERS`]); empty with `--no-peers`.
     pub peers: Vec<String>,
     pub json: Option<PathBuf>,
+    /// Extra arguments of `mppq quantize` (`--weight-bits 4 --optimize 3`): a variant of the
+    /// defaults.
+    pub mppq_args: Vec<String>,
     /// Limit for each quantize / simulation step, seconds.
     pub timeout_s: u64,
 }
@@ -158,7 +161,14 @@ fn s(v: &Value) -> Option<String> {
 }
 
 /// Quantizes one prepared model with mppq and the peers, then evaluates every export.
-fn run_model(python: &Path, mppq: &Path, meta: &Value, peers: &[String], timeout_s: u64) -> Result<ModelResult> {
+fn run_model(
+    python: &Path,
+    mppq: &Path,
+    meta: &Value,
+    peers: &[String],
+    mppq_args: &[String],
+    timeout_s: u64,
+) -> Result<ModelResult> {
     let id = meta["id"].as_str().unwrap_or_default().to_string();
     let mut result = ModelResult {
         id: id.clone(),
@@ -187,23 +197,21 @@ fn run_model(python: &Path, mppq: &Path, meta: &Value, peers: &[String], timeout
     }
     std::fs::create_dir_all(&runs)?;
 
-    // mppq with its defaults, then its simulation of the same quantization on the eval batches.
+    // mppq with its defaults (and the variant's arguments), then its simulation of the same
+    // quantization on the eval batches.
     let out = runs.join("mppq");
-    let q = measure(
-        python,
-        &runs.join("mppq.json"),
-        timeout_s,
-        &[
-            mppq.as_os_str(),
-            "quantize".as_ref(),
-            model.as_os_str(),
-            "--calib".as_ref(),
-            calib.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            "--quiet".as_ref(),
-        ],
-    )?;
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        mppq.as_os_str(),
+        "quantize".as_ref(),
+        model.as_os_str(),
+        "--calib".as_ref(),
+        calib.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--quiet".as_ref(),
+    ];
+    args.extend(mppq_args.iter().map(|a| std::ffi::OsStr::new(a.as_str())));
+    let q = measure(python, &runs.join("mppq.json"), timeout_s, &args)?;
     let mut exports = Vec::new();
     let mut sim_error = None;
     let sim = runs.join("mppq-sim");
@@ -406,7 +414,8 @@ pub fn run(opts: &Options) -> Result<bool> {
     for meta in &manifest {
         let id = meta["id"].as_str().unwrap_or("?");
         let t = Instant::now();
-        let r = run_model(&python, &mppq, meta, &opts.peers, opts.timeout_s).with_context(|| id.to_string())?;
+        let r = run_model(&python, &mppq, meta, &opts.peers, &opts.mppq_args, opts.timeout_s)
+            .with_context(|| id.to_string())?;
         for row in rows(&r) {
             println!("{row}");
         }

@@ -15,8 +15,14 @@ pub struct AdaRound {
 }
 
 impl AdaRound {
-    pub const LEARNED: Learned =
-        Learned { blocks: BlockKind::Layer, rounding: true, weight_scale: false, activation_scale: false, drop: 0.0 };
+    pub const LEARNED: Learned = Learned {
+        blocks: BlockKind::Layer,
+        rounding: true,
+        weights: false,
+        weight_scale: false,
+        activation_scale: false,
+        drop: 0.0,
+    };
 }
 
 impl Pass for AdaRound {

@@ -1,10 +1,10 @@
-//! `block_reconstruction`: BRECQ (Li et al., 2021; PPQ's `BlockwiseReconstructionPass`), with
-//! QDrop (Wei et al., 2022) as an option (`drop`). Like AdaRound, weights learn their rounding,
-//! but a block at a time: blocks are single-entry/single-exit sub-graphs found automatically (a
-//! residual block, say), so the rounding of one layer can make up for the error of the next.
-//! With `activation_scale` the activation scales are learned too (LSQ), and with `drop` each
-//! training step leaves a random share of activation elements in float, as QDrop does. The
-//! engine is [`crate::reconstruction`].
+//! `block_reconstruction`: BRECQ (Li et al., 2021; PPQ's `BlockwiseReconstructionPass`) in
+//! QDrop's form (Wei et al., 2022). Like AdaRound, weights learn their rounding, but a block at a
+//! time: blocks are single-entry/single-exit sub-graphs found automatically (a residual block,
+//! say), so the rounding of one layer can make up for the error of the next. By default the
+//! activation scales are learned too (LSQ) and each training step leaves half of the activation
+//! elements in float (`drop` = 0.5), as QDrop does; `drop = 0` and `activation_scale = false`
+//! give BRECQ as published. The engine is [`crate::reconstruction`].
 
 use crate::error::Result;
 use crate::guard::Guard;
@@ -18,8 +18,14 @@ pub struct BlockReconstruction {
 }
 
 impl BlockReconstruction {
-    pub const LEARNED: Learned =
-        Learned { blocks: BlockKind::Block, rounding: true, weight_scale: false, activation_scale: false, drop: 0.0 };
+    pub const LEARNED: Learned = Learned {
+        blocks: BlockKind::Block,
+        rounding: true,
+        weights: false,
+        weight_scale: false,
+        activation_scale: true,
+        drop: 0.5,
+    };
 }
 
 impl Pass for BlockReconstruction {

@@ -15,8 +15,14 @@ pub struct Lsq {
 }
 
 impl Lsq {
-    pub const LEARNED: Learned =
-        Learned { blocks: BlockKind::Block, rounding: false, weight_scale: true, activation_scale: true, drop: 0.0 };
+    pub const LEARNED: Learned = Learned {
+        blocks: BlockKind::Block,
+        rounding: false,
+        weights: true,
+        weight_scale: true,
+        activation_scale: true,
+        drop: 0.0,
+    };
 }
 
 impl Pass for Lsq {

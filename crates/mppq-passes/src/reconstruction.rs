@@ -57,6 +57,8 @@ pub enum BlockKind {
 pub struct Learned {
     pub blocks: BlockKind,
     pub rounding: bool,
+    /// Train the float weights themselves (straight-through; not with `rounding`).
+    pub weights: bool,
     pub weight_scale: bool,
     pub activation_scale: bool,
     pub drop: f64,
@@ -73,6 +75,9 @@ pub struct ReconstructionSetting {
     pub blocks: Option<BlockKind>,
     /// Learn the rounding of weights (AdaRound).
     pub rounding: Option<bool>,
+    /// Train the float weights with straight-through gradients (LSQ's fine-tuning; not with
+    /// `rounding`).
+    pub weights: Option<bool>,
     /// Learn weight scales (LSQ; not with `rounding`, which keeps the calibrated scale).
     pub weight_scale: Option<bool>,
     /// Learn activation scales (LSQ).
@@ -87,6 +92,8 @@ pub struct ReconstructionSetting {
     pub rounding_rate: f64,
     /// Adam's rate for scale factors (a relative change per step).
     pub scale_rate: f64,
+    /// Adam's rate for float weights, relative to each weight's root mean square.
+    pub weight_rate: f64,
     /// λ, the weight of AdaRound's regulariser.
     pub regularization: f64,
     /// β of the regulariser: start and end of its annealing.
@@ -108,6 +115,7 @@ impl Default for ReconstructionSetting {
             enabled: None,
             blocks: None,
             rounding: None,
+            weights: None,
             weight_scale: None,
             activation_scale: None,
             drop: None,
@@ -115,6 +123,7 @@ impl Default for ReconstructionSetting {
             steps: 500,
             rounding_rate: 3e-2,
             scale_rate: 1e-3,
+            weight_rate: 1e-2,
             regularization: 0.01,
             beta: (20.0, 2.0),
             warmup: 0.2,
@@ -131,6 +140,7 @@ impl ReconstructionSetting {
         Learned {
             blocks: self.blocks.unwrap_or(pass.blocks),
             rounding: self.rounding.unwrap_or(pass.rounding),
+            weights: self.weights.unwrap_or(pass.weights),
             weight_scale: self.weight_scale.unwrap_or(pass.weight_scale),
             activation_scale: self.activation_scale.unwrap_or(pass.activation_scale),
             drop: self.drop.unwrap_or(pass.drop),
@@ -151,12 +161,13 @@ impl ReconstructionSetting {
         if self.steps == 0 || self.batches == 0 || self.max_block_ops == 0 || self.cache_mib == 0 {
             return bad("steps, batches, max_block_ops and cache_mib: use at least 1".into());
         }
-        if self.rounding == Some(false) && self.weight_scale == Some(false) && self.activation_scale == Some(false) {
-            return bad("rounding, weight_scale, activation_scale are all off: nothing to learn".into());
+        if [self.rounding, self.weights, self.weight_scale, self.activation_scale].iter().all(|v| *v == Some(false)) {
+            return bad("rounding, weights, weight_scale, activation_scale are all off: nothing to learn".into());
         }
         for (name, v) in [
             ("rounding_rate", self.rounding_rate),
             ("scale_rate", self.scale_rate),
+            ("weight_rate", self.weight_rate),
             ("regularization", self.regularization),
             ("beta", self.beta.0),
             ("beta", self.beta.1),
@@ -437,6 +448,8 @@ pub struct BlockOutcome {
     pub after: f64,
     pub kept: bool,
     pub steps: usize,
+    /// Calibration batches cached (within `batches` and `cache_mib`), of all.
+    pub cached: (usize, usize),
 }
 
 /// Trains every block of the graph by `setting`; `pass` names errors and progress.
@@ -448,8 +461,8 @@ pub fn reconstruct(
 ) -> Result<PassReport> {
     setting.validate(pass).map_err(|message| PassError::Invalid { pass, message })?;
     let learned = setting.learned(learned);
-    if !(learned.rounding || learned.weight_scale || learned.activation_scale) {
-        return Ok(PassReport::new(pass, 0, "nothing to learn (rounding and scales off)"));
+    if !(learned.rounding || learned.weights || learned.weight_scale || learned.activation_scale) {
+        return Ok(PassReport::new(pass, 0, "nothing to learn (rounding, weights and scales off)"));
     }
     let blocks = find_blocks(ctx.graph, learned.blocks, setting.max_block_ops)?;
     if blocks.is_empty() {
@@ -468,14 +481,17 @@ pub fn reconstruct(
             kept += 1;
         }
         lines.push(format!(
-            "{}: {:.2} → {:.2} dB{}",
+            "{}: {:.2} → {:.2} dB{} ({} steps, {} of {} batches cached)",
             block.ops.join("+"),
             -10.0 * outcome.before.log10(),
             -10.0 * outcome.after.log10(),
-            if outcome.kept { "" } else { " (undone)" }
+            if outcome.kept { "" } else { " (undone)" },
+            outcome.steps,
+            outcome.cached.0,
+            outcome.cached.1
         ));
     }
-    if kept > 0 && (learned.weight_scale || learned.activation_scale) {
+    if kept > 0 && (learned.weight_scale || learned.activation_scale || learned.weights) {
         // Bias scales are input scale × weight scale: derive them again from the learned ones.
         crate::passive_parameter_quantize::PassiveParameterQuantize.run(ctx)?;
     }
@@ -527,6 +543,7 @@ fn train_block(
     // What is learned: rounding variables, and scale leaves (one per root config; a dominated
     // config in the block follows its root's leaf).
     let mut rounded: Vec<RoundedWeight> = Vec::new();
+    let mut float_weights: Vec<(ParamView, DispatchTensor, f64)> = Vec::new();
     let mut leaves: Vec<(ConfigLocation, LearnableScale)> = Vec::new();
     for name in &block.ops {
         let Some(id) = graph.op_id(name) else { continue };
@@ -537,7 +554,16 @@ fn train_block(
         let Some(config) = config_at(&graph, loc).cloned() else { continue };
         if learned.rounding {
             rounded.push(RoundedWeight::new(weight.var, weight, config, &ad));
-        } else if learned.weight_scale && config.dominated_by.is_none() {
+            continue;
+        }
+        if learned.weights {
+            let rms = (weight.values.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
+                / weight.values.len().max(1) as f64)
+                .sqrt();
+            let leaf = require_grad(Tensor::from_f32(&weight.shape, weight.values.clone(), &ad).into_dispatch());
+            float_weights.push((weight, leaf, setting.weight_rate * rms.max(1e-12)));
+        }
+        if learned.weight_scale && config.dominated_by.is_none() {
             leaves.push((loc, LearnableScale::new(config.scale.clone(), &ad)));
         }
     }
@@ -587,6 +613,7 @@ fn train_block(
     let warm = (setting.warmup * steps as f64) as usize;
     let mut adam = Adam::default();
     let mut best = f64::INFINITY;
+    let mut ema = 0.0;
     let mut since_best = 0;
     let mut done = 0;
     ctx.progress.begin(&format!("{pass} block {}/{total}", index + 1), steps as u64);
@@ -633,6 +660,10 @@ fn train_block(
             params.push(&mut r.v);
             rates.push(setting.rounding_rate);
         }
+        for (_, leaf, rate) in float_weights.iter_mut() {
+            params.push(leaf);
+            rates.push(*rate);
+        }
         for (_, leaf) in leaves.iter_mut() {
             params.push(&mut leaf.factor);
             rates.push(setting.scale_rate);
@@ -643,9 +674,11 @@ fn train_block(
         if step % 10 == 0 {
             ctx.progress.note(&format!("loss {rec:.3e}"));
         }
-        // Early stop on the reconstruction loss, once the rounding (if learned) has settled.
-        if rec < best * 0.999 {
-            best = rec;
+        // Early stop on the running mean of the loss (one batch's loss is noisy), once the
+        // rounding (if learned) has settled.
+        ema = if step == 0 { rec } else { 0.9 * ema + 0.1 * rec };
+        if ema < best * 0.999 {
+            best = ema;
             since_best = 0;
         } else {
             since_best += 1;
@@ -664,6 +697,12 @@ fn train_block(
         write_param(&mut graph, &hard)?;
         written.push(hard);
     }
+    for (view, leaf, _) in &float_weights {
+        let values = Tensor::from_dispatch(Dispatch::float_detach(leaf.clone())).to_f32_vec();
+        let trained = ParamView { values, ..view.clone() };
+        write_param(&mut graph, &trained)?;
+        written.push(trained);
+    }
     let scales: Vec<(String, ConfigLocation, Vec<f32>)> = leaves
         .iter()
         .filter_map(|(loc, leaf)| Some((graph.operation(loc.op).ok()?.name.clone(), *loc, leaf.values())))
@@ -674,6 +713,10 @@ fn train_block(
         }
     }
     sync_dominated(&mut graph).in_pass(pass)?;
+    if !leaves.is_empty() || !float_weights.is_empty() {
+        // Bias scales are input scale × weight scale (the integer kernels require it).
+        mppq_quant::calibrate::derive_biases(&mut graph).in_pass(pass)?;
+    }
     let after = block_error(&graph, ctx, &quant, &targets)?;
     let kept = after < before;
     if kept {
@@ -690,7 +733,7 @@ fn train_block(
         }
         sync_dominated(ctx.graph).in_pass(pass)?;
     }
-    Ok(BlockOutcome { before, after, kept, steps: done })
+    Ok(BlockOutcome { before, after, kept, steps: done, cached: (entries, ctx.data.batch_count()) })
 }
 
 /// Every config location of the graph's operations.

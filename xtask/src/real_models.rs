@@ -218,6 +218,10 @@ fn run_model(
     if q.ok {
         exports.push(("mppq".to_string(), out.join("model.qdq.onnx")));
         let quant = out.join("quant.json");
+        // quant.json describes the exported float model (folded, and with the weights the passes
+        // changed: equalization, training), not the model we were given.
+        let fused = out.join("model.float.onnx");
+        let simulated = if fused.exists() { fused } else { model.to_path_buf() };
         let r = measure(
             python,
             &runs.join("mppq-sim.json"),
@@ -225,7 +229,7 @@ fn run_model(
             &[
                 mppq.as_os_str(),
                 "run".as_ref(),
-                model.as_os_str(),
+                simulated.as_os_str(),
                 "--input".as_ref(),
                 eval.as_ref(),
                 "--quant-config".as_ref(),

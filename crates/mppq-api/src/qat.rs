@@ -212,7 +212,7 @@ impl QatModel {
         }
         mppq_ir::quant::sync_dominated(graph)?;
         // Bias scales are input scale × weight scale: derived again from the trained ones.
-        quantizer.run_pass(&mut mppq_passes::passive_parameter_quantize::PassiveParameterQuantize)?;
+        mppq_quant::calibrate::rederive_biases(graph)?;
         Ok(())
     }
 }

@@ -23,13 +23,14 @@
 use crate::block::BlockRunner;
 use crate::error::{InPass, PassError, Result};
 use crate::params::{ParamView, op_params, write_param};
-use crate::pass::{Pass, PassContext, PassReport};
+use crate::pass::{PassContext, PassReport};
 use crate::quant_fusion::fused_activation;
 use crate::statistics::GraphMode;
 use burn::backend::ops::{ActivationOps, FloatTensorOps};
 use burn::backend::{Dispatch, DispatchTensor};
 use burn::tensor::Scalar;
 use mppq_exec::simulation::training::{Adam, LearnableScale, QuantSite, TrainingSimulation, backward, require_grad};
+use mppq_exec::tensor::Kind;
 use mppq_exec::{BurnFakeQuant, Device, Executor, QuantSimulation, Tensor, Value};
 use mppq_ir::quant::{
     ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at, config_at_mut, dominator_root,
@@ -432,6 +433,9 @@ fn block_error(block: &Graph, ctx: &PassContext<'_>, runner: &BlockRunner, targe
         let outs = exec.run(feeds, &mut [&mut sim]).in_pass("reconstruction")?;
         for ((_, out), t) in outs.iter().zip(target) {
             let (Value::Tensor(o), t) = (out, t) else { continue };
+            if o.kind() != Kind::Float {
+                continue;
+            }
             let (o, t) = (o.to_f64_vec(), t.to_f64_vec());
             for (a, b) in o.iter().zip(&t) {
                 err += (a - b) * (a - b);
@@ -493,7 +497,7 @@ pub fn reconstruct(
     }
     if kept > 0 && (learned.weight_scale || learned.activation_scale || learned.weights) {
         // Bias scales are input scale × weight scale: derive them again from the learned ones.
-        crate::passive_parameter_quantize::PassiveParameterQuantize.run(ctx)?;
+        mppq_quant::calibrate::rederive_biases(ctx.graph).in_pass(pass)?;
     }
     Ok(PassReport::new(
         pass,
@@ -532,8 +536,13 @@ fn train_block(
     let mut graph = quant.graph.clone();
     let before = block_error(&graph, ctx, &quant, &targets)?;
 
-    let energies: Vec<f64> =
-        targets.iter().map(|ts| ts.iter().flat_map(|t| t.to_f64_vec()).map(|v| v * v).sum::<f64>()).collect();
+    let energies: Vec<f64> = targets
+        .iter()
+        .map(|ts| {
+            let floats = ts.iter().filter(|t| t.kind() == Kind::Float);
+            floats.flat_map(|t| t.to_f64_vec()).map(|v| v * v).sum::<f64>()
+        })
+        .collect();
     let ad = ctx.device.autodiff();
     let exec = Executor::new(&graph, ctx.registry, &ad, ctx.opsets).in_pass(pass)?;
     let on_ad = |t: &Tensor| t.to_device(&ad).in_pass(pass);
@@ -544,7 +553,7 @@ fn train_block(
     // config in the block follows its root's leaf).
     let mut rounded: Vec<RoundedWeight> = Vec::new();
     let mut float_weights: Vec<(ParamView, DispatchTensor, f64)> = Vec::new();
-    let mut leaves: Vec<(ConfigLocation, LearnableScale)> = Vec::new();
+    let mut leaves: Vec<(Vec<ConfigLocation>, LearnableScale)> = Vec::new();
     for name in &block.ops {
         let Some(id) = graph.op_id(name) else { continue };
         let Some(weight) = op_params(&graph, id)?.weight else { continue };
@@ -564,40 +573,39 @@ fn train_block(
             float_weights.push((weight, leaf, setting.weight_rate * rms.max(1e-12)));
         }
         if learned.weight_scale && config.dominated_by.is_none() {
-            leaves.push((loc, LearnableScale::new(config.scale.clone(), &ad)));
+            leaves.push((vec![loc], LearnableScale::new(config.scale.clone(), &ad)));
         }
     }
     let sites = config_sites(&graph);
     if learned.activation_scale {
+        // One leaf per activation tensor: every active config on it (the producer's output, the
+        // readers' inputs, inside and outside the block) quantizes it with the same parameters,
+        // and must keep doing so, or the simulation would quantize twice where an export
+        // writes one Q/DQ pair.
+        let mut seen: Vec<VarId> = Vec::new();
         for &loc in &sites {
             let Some(c) = config_at(&graph, loc) else { continue };
-            let vars = graph.operation(loc.op).map(|o| match loc.side {
-                ConfigSide::Input => o.inputs().to_vec(),
-                ConfigSide::Output => o.outputs().to_vec(),
-            });
-            let is_param = vars
-                .ok()
-                .and_then(|v| v.get(loc.index).copied().flatten())
-                .is_some_and(|v| graph.variable(v).is_ok_and(|v| v.value.is_some()));
-            // A root in the block may be dominated in the full graph (by a config outside the
-            // block): that one is not the block's to change.
-            let root_in_full = graph
-                .operation(loc.op)
-                .ok()
-                .and_then(|o| ctx.graph.op_id(&o.name))
-                .and_then(|full| config_at(ctx.graph, ConfigLocation { op: full, ..loc }))
-                .is_some_and(|fc| fc.dominated_by.is_none());
-            if c.state == QuantizationState::Activated
-                && !c.policy.is_floating()
-                && c.dominated_by.is_none()
-                && !is_param
-                && root_in_full
+            let Some(var) = config_var(&graph, loc) else { continue };
+            let is_param = graph.variable(var).is_ok_and(|v| v.value.is_some());
+            if seen.contains(&var)
+                || is_param
+                || c.state != QuantizationState::Activated
+                || c.policy.is_floating()
+                || c.dominated_by.is_some()
             {
-                leaves.push((loc, LearnableScale::new(c.scale.clone(), &ad)));
+                continue;
             }
+            seen.push(var);
+            let Some(full_var) = ctx.graph.var_id(graph.var_name(var)) else { continue };
+            if tensor_configs(ctx.graph, full_var, c).is_none() {
+                continue; // configs on it quantize differently (or are dominated from elsewhere)
+            }
+            let Some(locs) = tensor_configs(&graph, var, c) else { continue };
+            leaves.push((locs, LearnableScale::new(c.scale.clone(), &ad)));
         }
     }
-    let leaf_of: HashMap<ConfigLocation, usize> = leaves.iter().enumerate().map(|(i, (loc, _))| (*loc, i)).collect();
+    let leaf_of: HashMap<ConfigLocation, usize> =
+        leaves.iter().enumerate().flat_map(|(i, (locs, _))| locs.iter().map(move |l| (*l, i))).collect();
     let site_leaf: Vec<(QuantSite, usize)> = sites
         .iter()
         .filter_map(|&loc| {
@@ -630,9 +638,25 @@ fn train_block(
             })
             .collect::<Result<Vec<_>>>()?;
         let outs = exec.run(feeds, &mut [&mut sim]).in_pass(pass)?;
+        // An output computed off the autodiff device (inside an If branch or a loop body, which
+        // run on their own executors) has no gradient to follow: the block is left as it is.
+        if outs.iter().any(|(_, v)| v.as_tensor().is_some_and(|t| !Device::of(t.dispatch()).is_autodiff())) {
+            ctx.progress.finish();
+            return Ok(BlockOutcome {
+                before,
+                after: before,
+                kept: false,
+                steps: 0,
+                cached: (entries, ctx.data.batch_count()),
+            });
+        }
         let mut loss: Option<DispatchTensor> = None;
         for ((_, out), target) in outs.iter().zip(&ad_targets[entry]) {
+            // Shapes, indices and masks among the block's outputs carry no error to learn from.
             let Value::Tensor(out) = out else { continue };
+            if out.kind() != Kind::Float || target.kind() != Kind::Float {
+                continue;
+            }
             let l = squared_error(out, target);
             loss = Some(match loss {
                 Some(acc) => Dispatch::float_add(acc, l),
@@ -703,19 +727,26 @@ fn train_block(
         write_param(&mut graph, &trained)?;
         written.push(trained);
     }
-    let scales: Vec<(String, ConfigLocation, Vec<f32>)> = leaves
+    // (tensor name, the config it had, the learned scale)
+    let scales: Vec<(String, TensorQuantConfig, Vec<f32>)> = leaves
         .iter()
-        .filter_map(|(loc, leaf)| Some((graph.operation(loc.op).ok()?.name.clone(), *loc, leaf.values())))
+        .filter_map(|(locs, leaf)| {
+            let first = *locs.first()?;
+            let var = config_var(&graph, first)?;
+            Some((graph.var_name(var).to_string(), config_at(&graph, first)?.clone(), leaf.values()))
+        })
         .collect();
-    for (_, loc, values) in &scales {
-        if let Some(c) = config_at_mut(&mut graph, *loc) {
-            c.scale = values.clone();
+    for ((locs, _), (_, _, values)) in leaves.iter().zip(&scales) {
+        for loc in locs {
+            if let Some(c) = config_at_mut(&mut graph, *loc) {
+                c.scale = values.clone();
+            }
         }
     }
     sync_dominated(&mut graph).in_pass(pass)?;
     if !leaves.is_empty() || !float_weights.is_empty() {
         // Bias scales are input scale × weight scale (the integer kernels require it).
-        mppq_quant::calibrate::derive_biases(&mut graph).in_pass(pass)?;
+        mppq_quant::calibrate::rederive_biases(&mut graph).in_pass(pass)?;
     }
     let after = block_error(&graph, ctx, &quant, &targets)?;
     let kept = after < before;
@@ -724,16 +755,60 @@ fn train_block(
             let var = ctx.graph.var_named(&view.name).in_pass(pass)?;
             write_param(ctx.graph, &ParamView { var, ..view.clone() })?;
         }
-        for (name, loc, values) in scales {
-            if let Some(op) = ctx.graph.op_id(&name)
-                && let Some(c) = config_at_mut(ctx.graph, ConfigLocation { op, ..loc })
-            {
-                c.scale = values;
+        for (name, original, values) in scales {
+            let Some(var) = ctx.graph.var_id(&name) else { continue };
+            for loc in tensor_configs(ctx.graph, var, &original).unwrap_or_default() {
+                if let Some(c) = config_at_mut(ctx.graph, loc) {
+                    c.scale = values.clone();
+                }
             }
         }
         sync_dominated(ctx.graph).in_pass(pass)?;
     }
     Ok(BlockOutcome { before, after, kept, steps: done, cached: (entries, ctx.data.batch_count()) })
+}
+
+/// The variable a config quantizes.
+fn config_var(graph: &Graph, loc: ConfigLocation) -> Option<VarId> {
+    let op = graph.operation(loc.op).ok()?;
+    let vars = match loc.side {
+        ConfigSide::Input => op.inputs(),
+        ConfigSide::Output => op.outputs(),
+    };
+    vars.get(loc.index).copied().flatten()
+}
+
+/// The active, undominated configs on `var` (its producer's output and its readers' inputs),
+/// when every one of them quantizes it with `like`'s scale and offset; `None` when one differs.
+fn tensor_configs(graph: &Graph, var: VarId, like: &TensorQuantConfig) -> Option<Vec<ConfigLocation>> {
+    let mut locs = Vec::new();
+    let producer = graph.producer(var).into_iter().flat_map(|p| {
+        let slots = graph.operation(p).map(|o| o.outputs().to_vec()).unwrap_or_default();
+        slots.into_iter().enumerate().filter(move |(_, v)| *v == Some(var)).map(move |(index, _)| ConfigLocation {
+            op: p,
+            side: ConfigSide::Output,
+            index,
+        })
+    });
+    let readers = graph.consumers(var).iter().flat_map(|&r| {
+        let slots = graph.operation(r).map(|o| o.inputs().to_vec()).unwrap_or_default();
+        slots.into_iter().enumerate().filter(move |(_, v)| *v == Some(var)).map(move |(index, _)| ConfigLocation {
+            op: r,
+            side: ConfigSide::Input,
+            index,
+        })
+    });
+    for loc in producer.chain(readers).collect::<Vec<_>>() {
+        let Some(c) = config_at(graph, loc) else { continue };
+        if !c.state.is_active() || c.dominated_by.is_some() {
+            continue;
+        }
+        if c.scale != like.scale || c.offset != like.offset || c.quant_min != like.quant_min {
+            return None;
+        }
+        locs.push(loc);
+    }
+    Some(locs)
 }
 
 /// Every config location of the graph's operations.

@@ -174,6 +174,21 @@ pub fn calibrate_activations(
 /// `s_in · s_w[c]` with zero offset, where `s_in` is the *effective* input scale (the
 /// dominator's, after [`sync_dominated`]). A bias whose input or weight has no scale (not
 /// quantized) is left in float (`Fp32`). Returns how many biases were derived.
+/// [`derive_biases`] again for biases already derived (state `Passive`), after input or weight
+/// scales changed (the training passes learn them): every bias scale is `s_in · s_w` anew.
+pub fn rederive_biases(graph: &mut Graph) -> Result<usize> {
+    let ids: Vec<OpId> = graph.operations().map(|(id, _)| id).collect();
+    for id in ids {
+        let Some(slot) = op_roles(graph.operation(id)?).bias() else { continue };
+        if let Some(c) =
+            config_mut(graph, (id, ConfigSide::Input, slot)).filter(|c| c.state == QuantizationState::Passive)
+        {
+            c.state = QuantizationState::PassiveInit;
+        }
+    }
+    derive_biases(graph)
+}
+
 pub fn derive_biases(graph: &mut Graph) -> Result<usize> {
     sync_dominated(graph)?;
     let ids: Vec<OpId> = graph.operations().map(|(id, _)| id).collect();

@@ -25,9 +25,9 @@ DIGITS = os.path.join(ROOT, "testdata", "digits")
 METHODS = [
     ("round-to-nearest", {}),
     ("AdaRound", {"adaround": {"enabled": True}}),
-    ("block reconstruction", {"block_reconstruction": {"enabled": True}}),
-    ("QDrop (block + drop 0.5 + act. scales)", {"block_reconstruction": {"enabled": True, "drop": 0.5, "activation_scale": True}}),
-    ("LSQ (scales)", {"lsq": {"enabled": True}}),
+    ("BRECQ (block_reconstruction, drop 0, no act. scales)", {"block_reconstruction": {"enabled": True, "drop": 0, "activation_scale": False}}),
+    ("QDrop (block_reconstruction default = --optimize 3)", {"block_reconstruction": {"enabled": True}}),
+    ("LSQ (weights + scales)", {"lsq": {"enabled": True}}),
 ]
 WIDTHS = [(8, 8), (4, 8), (4, 4), (2, 4)]
 
@@ -64,7 +64,7 @@ def main():
     test = np.load(os.path.join(DIGITS, "test.npz"))
     x, y = test["x"], test["y"]
     print(f"float: {accuracy(os.path.join(DIGITS, 'digits_cnn.onnx'), x, y):.1f} % (test, 500 images)\n")
-    print("| W/A | method | test accuracy (ORT, QDQ export) | mppq quantize wall | peak RSS (max so far) |")
+    print("| W/A | method | test accuracy (ORT, QDQ export) | mppq quantize wall | peak RSS (largest so far) |")
     print("|---|---|---:|---:|---:|")
     for wb, ab in WIDTHS:
         for name, pipeline in METHODS:

@@ -335,7 +335,12 @@ fn broadcast(values: &[f32], rank: usize, axis: Option<usize>, device: &Device) 
 }
 
 impl RoundedWeight {
-    fn new(var: VarId, view: ParamView, config: TensorQuantConfig, device: &Device) -> Self {
+    /// `None` when the config's parameters do not fit the weight (one per channel of its axis).
+    fn new(var: VarId, view: ParamView, config: TensorQuantConfig, device: &Device) -> Option<Self> {
+        let channels = config.channel_axis.map_or(Some(1), |a| view.shape.get(a).copied())?;
+        if config.scale.len() != channels || config.offset.len() != channels {
+            return None;
+        }
         let rank = view.shape.len();
         let channel = |i: usize| match config.channel_axis {
             Some(a) => (i / view.shape[a + 1..].iter().product::<usize>().max(1)) % view.shape[a],
@@ -355,7 +360,7 @@ impl RoundedWeight {
         let scale = broadcast(&config.scale, rank, config.channel_axis, device);
         let offset = broadcast(&config.offset, rank, config.channel_axis, device);
         let floor_t = Tensor::from_f32(&view.shape, floor.clone(), device).into_dispatch();
-        Self { var, view, config, floor, v, scale, offset, floor_t }
+        Some(Self { var, view, config, floor, v, scale, offset, floor_t })
     }
 
     /// `h(V)`, tracked.
@@ -526,6 +531,9 @@ fn train_block(
     let float = float?;
     let quant = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Simulated, bytes, setting.batches)?;
     let entries = float.len().min(quant.len());
+    if entries == 0 {
+        return Err(PassError::Invalid { pass, message: "no calibration batch to train on".into() });
+    }
     // Float targets: the float block on float inputs.
     let mut targets: Vec<Vec<Tensor>> = Vec::with_capacity(entries);
     for i in 0..entries {
@@ -562,7 +570,7 @@ fn train_block(
         let loc = ConfigLocation { op: id, side: ConfigSide::Input, index: slot };
         let Some(config) = config_at(&graph, loc).cloned() else { continue };
         if learned.rounding {
-            rounded.push(RoundedWeight::new(weight.var, weight, config, &ad));
+            rounded.extend(RoundedWeight::new(weight.var, weight, config, &ad));
             continue;
         }
         if learned.weights {

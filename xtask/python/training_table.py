@@ -25,8 +25,8 @@ DIGITS = os.path.join(ROOT, "testdata", "digits")
 METHODS = [
     ("round-to-nearest", {}),
     ("AdaRound", {"adaround": {"enabled": True}}),
-    ("BRECQ (block_reconstruction, drop 0, no act. scales)", {"block_reconstruction": {"enabled": True, "drop": 0, "activation_scale": False}}),
-    ("QDrop (block_reconstruction default = --optimize 3)", {"block_reconstruction": {"enabled": True}}),
+    ("BRECQ (block_reconstruction = --optimize 3)", {"block_reconstruction": {"enabled": True}}),
+    ("QDrop (block_reconstruction, drop 0.5, act. scales)", {"block_reconstruction": {"enabled": True, "drop": 0.5, "activation_scale": True}}),
     ("LSQ (weights + scales)", {"lsq": {"enabled": True}}),
 ]
 WIDTHS = [(8, 8), (4, 8), (4, 4), (2, 4)]

@@ -20,13 +20,20 @@
 //! steps with every rounding variable settled. A block whose output error over all cached
 //! batches, simulated as the pipeline simulates, does not fall is put back as it was.
 
+mod blocks;
+mod rounding;
+mod tensors;
+
+pub use blocks::{Block, find_blocks, trainable_ops};
+use rounding::RoundedWeight;
+use tensors::{config_sites, config_var, tensor_configs};
+
 use crate::block::BlockRunner;
 use crate::error::{InPass, PassError, Result};
 use crate::params::{ParamView, op_params, write_param};
 use crate::pass::{PassContext, PassReport};
-use crate::quant_fusion::fused_activation;
 use crate::statistics::GraphMode;
-use burn::backend::ops::{ActivationOps, FloatTensorOps};
+use burn::backend::ops::FloatTensorOps;
 use burn::backend::{Dispatch, DispatchTensor};
 use burn::tensor::Scalar;
 use mppq_exec::simulation::training::{Adam, LearnableScale, QuantSite, TrainingSimulation, backward, require_grad};
@@ -36,7 +43,7 @@ use mppq_ir::quant::{
     ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at, config_at_mut, dominator_root,
     sync_dominated,
 };
-use mppq_ir::{Graph, OpId, VarId, op_roles};
+use mppq_ir::{Graph, VarId, op_roles};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -178,242 +185,6 @@ impl ReconstructionSetting {
             }
         }
         Ok(())
-    }
-}
-
-/// A block: the variables it starts from and ends at, and the weight operations it trains.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Block {
-    pub inputs: Vec<String>,
-    pub outputs: Vec<String>,
-    pub ops: Vec<String>,
-}
-
-/// Operations whose weight can be trained: Conv/ConvTranspose/Gemm/MatMul with a float
-/// initializer weight of their own, quantized linearly (calibrated, not baked).
-pub fn trainable_ops(graph: &Graph) -> Vec<OpId> {
-    let Ok(order) = graph.topological_order() else { return Vec::new() };
-    order
-        .into_iter()
-        .filter(|&id| {
-            let Ok(op) = graph.operation(id) else { return false };
-            if !matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm" | "MatMul") {
-                return false;
-            }
-            let Some((slot, _, _)) = op_roles(op).weight() else { return false };
-            let Some(Some(var)) = op.inputs().get(slot).copied() else { return false };
-            let config = op.quant_config.as_ref().and_then(|c| c.input_configs.get(slot)).and_then(Option::as_ref);
-            let linear = config.is_some_and(|c| {
-                c.state == QuantizationState::Activated && !c.policy.is_floating() && !c.scale.is_empty()
-            });
-            linear
-                && graph.consumers(var).len() == 1
-                && op_params(graph, id).is_ok_and(|p| p.weight.is_some_and(|w| w.var == var))
-        })
-        .collect()
-}
-
-/// The blocks of `graph` by `kind` (see the module doc), front to back.
-pub fn find_blocks(graph: &Graph, kind: BlockKind, max_block_ops: usize) -> Result<Vec<Block>> {
-    let trainable = trainable_ops(graph);
-    let name_of = |v: VarId| graph.var_name(v).to_string();
-    let op_name = |id: OpId| graph.operation(id).map(|o| o.name.clone()).unwrap_or_default();
-    if kind == BlockKind::Layer {
-        let mut blocks = Vec::new();
-        for id in trainable {
-            let op = graph.operation(id).in_pass("reconstruction")?;
-            let inputs: Vec<String> =
-                op.input_ids().filter(|v| graph.variable(*v).is_ok_and(|v| v.value.is_none())).map(name_of).collect();
-            let Some(Some(out)) = op.outputs().first().copied() else { continue };
-            let measured = fused_activation(graph, id).map_or(out, |(_, o)| o);
-            blocks.push(Block { inputs, outputs: vec![name_of(measured)], ops: vec![op_name(id)] });
-        }
-        return Ok(blocks);
-    }
-    // Live values between operations k and k+1 of the topological order; a cut is a position
-    // where as few values are live as anywhere (one for a chain of residual blocks).
-    let order = graph.topological_order().in_pass("reconstruction")?;
-    let position: HashMap<OpId, usize> = order.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let n = order.len();
-    let mut last_use: HashMap<VarId, usize> = HashMap::new();
-    for (i, &id) in order.iter().enumerate() {
-        let op = graph.operation(id).in_pass("reconstruction")?;
-        for v in op.input_ids().chain(graph.implicit_inputs(id)) {
-            let e = last_use.entry(v).or_insert(i);
-            *e = (*e).max(i);
-        }
-    }
-    for &v in graph.outputs() {
-        last_use.insert(v, n);
-    }
-    let defined = |v: VarId| -> Option<usize> {
-        let var = graph.variable(v).ok()?;
-        if var.value.is_some() {
-            return None; // initializers are not activations
-        }
-        Some(graph.producer(v).and_then(|p| position.get(&p).map(|k| k + 1)).unwrap_or(0))
-    };
-    // live[k]: values defined at or before boundary k (after k ops) and read after it.
-    let mut live: Vec<Vec<VarId>> = vec![Vec::new(); n + 1];
-    for (&v, &last) in &last_use {
-        let Some(def) = defined(v) else { continue };
-        for slot in live.iter_mut().take(last.min(n) + 1).skip(def) {
-            slot.push(v);
-        }
-        if last == n && def <= n {
-            // graph outputs stay live to the end
-        }
-    }
-    for slot in &mut live {
-        slot.sort();
-        slot.dedup();
-    }
-    let trainable_at: Vec<bool> = order.iter().map(|id| trainable.contains(id)).collect();
-    let (Some(first), Some(last)) = (trainable_at.iter().position(|t| *t), trainable_at.iter().rposition(|t| *t))
-    else {
-        return Ok(Vec::new());
-    };
-    let least = (first..=last + 1).map(|k| live[k].len()).min().unwrap_or(1).max(1);
-    let cuts: Vec<usize> =
-        (0..=n).filter(|&k| k == 0 || k == n || (live[k].len() <= least && !live[k].is_empty())).collect();
-    let mut blocks = Vec::new();
-    let (mut start, mut ops): (usize, Vec<String>) = (0, Vec::new());
-    for pair in cuts.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        let segment: Vec<String> = (a..b).filter(|&k| trainable_at[k]).map(|k| op_name(order[k])).collect();
-        if !ops.is_empty() && ops.len() + segment.len() > max_block_ops && !segment.is_empty() {
-            blocks.push(Block {
-                inputs: live[start].iter().map(|v| name_of(*v)).collect(),
-                outputs: live[a].iter().map(|v| name_of(*v)).collect(),
-                ops: std::mem::take(&mut ops),
-            });
-            start = a;
-        }
-        if ops.is_empty() && segment.is_empty() {
-            start = b; // nothing to train before this cut
-            continue;
-        }
-        ops.extend(segment);
-    }
-    if !ops.is_empty() {
-        // The last block ends at the last cut after its last weight operation.
-        let end = cuts.iter().copied().find(|&k| k > last).unwrap_or(n);
-        blocks.push(Block {
-            inputs: live[start].iter().map(|v| name_of(*v)).collect(),
-            outputs: live[end].iter().map(|v| name_of(*v)).collect(),
-            ops,
-        });
-    }
-    Ok(blocks)
-}
-
-/// AdaRound's rectified sigmoid: `clamp(σ(V)·(ζ − γ) + γ, 0, 1)`, ζ = 1.1, γ = −0.1.
-const ZETA: f64 = 1.1;
-const GAMMA: f64 = -0.1;
-
-/// One weight whose rounding is learned.
-struct RoundedWeight {
-    var: VarId,
-    view: ParamView,
-    config: TensorQuantConfig,
-    /// `floor(w / s)` per element.
-    floor: Vec<f32>,
-    /// The rounding variable (tracked), shape of the weight.
-    v: DispatchTensor,
-    /// `(scale, offset)` shaped to broadcast over the weight.
-    scale: DispatchTensor,
-    offset: DispatchTensor,
-    floor_t: DispatchTensor,
-}
-
-fn broadcast(values: &[f32], rank: usize, axis: Option<usize>, device: &Device) -> DispatchTensor {
-    let mut shape = vec![1usize; rank];
-    if let Some(a) = axis {
-        shape[a] = values.len();
-    }
-    Tensor::from_f32(&shape, values.to_vec(), device).into_dispatch()
-}
-
-impl RoundedWeight {
-    /// `None` when the config's parameters do not fit the weight (one per channel of its axis).
-    fn new(var: VarId, view: ParamView, config: TensorQuantConfig, device: &Device) -> Option<Self> {
-        let channels = config.channel_axis.map_or(Some(1), |a| view.shape.get(a).copied())?;
-        if config.scale.len() != channels || config.offset.len() != channels {
-            return None;
-        }
-        let rank = view.shape.len();
-        let channel = |i: usize| match config.channel_axis {
-            Some(a) => (i / view.shape[a + 1..].iter().product::<usize>().max(1)) % view.shape[a],
-            None => 0,
-        };
-        let mut floor = Vec::with_capacity(view.values.len());
-        let mut init = Vec::with_capacity(view.values.len());
-        for (i, w) in view.values.iter().enumerate() {
-            let v = w / config.scale[channel(i)];
-            let f = v.floor();
-            let rest = f64::from(v - f).clamp(1e-4, 1.0 - 1e-4);
-            floor.push(f);
-            // h(V) = rest at the start: soft rounding starts at the float weight.
-            init.push((-((ZETA - GAMMA) / (rest - GAMMA) - 1.0).ln()) as f32);
-        }
-        let v = require_grad(Tensor::from_f32(&view.shape, init, device).into_dispatch());
-        let scale = broadcast(&config.scale, rank, config.channel_axis, device);
-        let offset = broadcast(&config.offset, rank, config.channel_axis, device);
-        let floor_t = Tensor::from_f32(&view.shape, floor.clone(), device).into_dispatch();
-        Some(Self { var, view, config, floor, v, scale, offset, floor_t })
-    }
-
-    /// `h(V)`, tracked.
-    fn soft(&self) -> DispatchTensor {
-        let s = Dispatch::sigmoid(self.v.clone());
-        let h =
-            Dispatch::float_add_scalar(Dispatch::float_mul_scalar(s, Scalar::from(ZETA - GAMMA)), Scalar::from(GAMMA));
-        Dispatch::float_clamp(h, Scalar::from(0.0), Scalar::from(1.0))
-    }
-
-    /// The soft-quantized weight: `s · (clamp(floor + h(V) + o, q_min, q_max) − o)`.
-    fn weight(&self) -> DispatchTensor {
-        let q = Dispatch::float_add(Dispatch::float_add(self.floor_t.clone(), self.soft()), self.offset.clone());
-        let q = Dispatch::float_clamp(q, Scalar::from(self.config.quant_min), Scalar::from(self.config.quant_max));
-        Dispatch::float_mul(Dispatch::float_sub(q, self.offset.clone()), self.scale.clone())
-    }
-
-    /// `Σ 1 − |2h − 1|^β`, tracked: 0 once every element rounds up or down.
-    fn regularizer(&self, beta: f64) -> DispatchTensor {
-        let d = Dispatch::float_abs(Dispatch::float_sub_scalar(
-            Dispatch::float_mul_scalar(self.soft(), Scalar::from(2.0)),
-            Scalar::from(1.0),
-        ));
-        let p = Dispatch::float_powf_scalar(d, Scalar::from(beta));
-        Dispatch::float_sum(Dispatch::float_neg(Dispatch::float_sub_scalar(p, Scalar::from(1.0))))
-    }
-
-    /// Share of elements whose soft rounding is within 1 % of 0 or 1.
-    fn settled(&self) -> f64 {
-        let h = Tensor::from_dispatch(Dispatch::float_detach(self.soft())).to_f32_vec();
-        let n = h.len().max(1);
-        h.iter().filter(|h| (2.0 * **h - 1.0).abs() > 0.98).count() as f64 / n as f64
-    }
-
-    /// The weight on its grid with every element rounded as learned (V ≥ 0: up).
-    fn hard(&self) -> ParamView {
-        let v = Tensor::from_dispatch(Dispatch::float_detach(self.v.clone())).to_f32_vec();
-        let c = &self.config;
-        let mut view = self.view.clone();
-        let channel = |i: usize| match c.channel_axis {
-            Some(a) => (i / view.shape[a + 1..].iter().product::<usize>().max(1)) % view.shape[a],
-            None => 0,
-        };
-        let values = (0..self.floor.len())
-            .map(|i| {
-                let (s, o) = (c.scale[channel(i)], c.offset[channel(i)]);
-                let q = (self.floor[i] + if v[i] >= 0.0 { 1.0 } else { 0.0 } + o)
-                    .clamp(c.quant_min as f32, c.quant_max as f32);
-                (q - o) * s
-            })
-            .collect();
-        view.values = values;
-        view
     }
 }
 
@@ -774,59 +545,4 @@ fn train_block(
         sync_dominated(ctx.graph).in_pass(pass)?;
     }
     Ok(BlockOutcome { before, after, kept, steps: done, cached: (entries, ctx.data.batch_count()) })
-}
-
-/// The variable a config quantizes.
-fn config_var(graph: &Graph, loc: ConfigLocation) -> Option<VarId> {
-    let op = graph.operation(loc.op).ok()?;
-    let vars = match loc.side {
-        ConfigSide::Input => op.inputs(),
-        ConfigSide::Output => op.outputs(),
-    };
-    vars.get(loc.index).copied().flatten()
-}
-
-/// The active, undominated configs on `var` (its producer's output and its readers' inputs),
-/// when every one of them quantizes it with `like`'s scale and offset; `None` when one differs.
-fn tensor_configs(graph: &Graph, var: VarId, like: &TensorQuantConfig) -> Option<Vec<ConfigLocation>> {
-    let mut locs = Vec::new();
-    let producer = graph.producer(var).into_iter().flat_map(|p| {
-        let slots = graph.operation(p).map(|o| o.outputs().to_vec()).unwrap_or_default();
-        slots.into_iter().enumerate().filter(move |(_, v)| *v == Some(var)).map(move |(index, _)| ConfigLocation {
-            op: p,
-            side: ConfigSide::Output,
-            index,
-        })
-    });
-    let readers = graph.consumers(var).iter().flat_map(|&r| {
-        let slots = graph.operation(r).map(|o| o.inputs().to_vec()).unwrap_or_default();
-        slots.into_iter().enumerate().filter(move |(_, v)| *v == Some(var)).map(move |(index, _)| ConfigLocation {
-            op: r,
-            side: ConfigSide::Input,
-            index,
-        })
-    });
-    for loc in producer.chain(readers).collect::<Vec<_>>() {
-        let Some(c) = config_at(graph, loc) else { continue };
-        if !c.state.is_active() || c.dominated_by.is_some() {
-            continue;
-        }
-        if c.scale != like.scale || c.offset != like.offset || c.quant_min != like.quant_min {
-            return None;
-        }
-        locs.push(loc);
-    }
-    Some(locs)
-}
-
-/// Every config location of the graph's operations.
-fn config_sites(graph: &Graph) -> Vec<ConfigLocation> {
-    let mut out = Vec::new();
-    for (op, o) in graph.operations() {
-        let Some(c) = o.quant_config.as_ref() else { continue };
-        for (side, n) in [(ConfigSide::Input, c.input_configs.len()), (ConfigSide::Output, c.output_configs.len())] {
-            out.extend((0..n).map(|index| ConfigLocation { op, side, index }));
-        }
-    }
-    out
 }

@@ -20,6 +20,9 @@ pub struct Options {
     pub skip_resnet: bool,
     /// Also print where our time goes: share per operator type (one extra profiled run).
     pub profile: bool,
+    /// Our device by name (`cpu`, or `wgpu` in a build with the `wgpu` feature); ONNX Runtime
+    /// runs on the CPU either way, so on `wgpu` the ratio compares a GPU with the host's CPU.
+    pub device: String,
 }
 
 /// Wall time per operator type (kernel plus the engine's work around it), in execution order of
@@ -103,7 +106,8 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<Stri
     let mut loaded = mppq_onnx::load_model(model)?;
     // ONNX Runtime folds BatchNormalization into convolutions at load; so do we.
     mppq_ir::morph::fold_batchnorm(&mut loaded.graph)?;
-    let device = Device::cpu();
+    let device = Device::by_name(&opts.device)
+        .with_context(|| format!("device `{}` is not in this build (wgpu needs `--features wgpu`)", opts.device))?;
     let opsets = |d: &str| loaded.opset(d).unwrap_or(0);
     let exec = Executor::new(&loaded.graph, &OpRegistry::builtin(), &device, &opsets)?;
     let feeds = mppq_api::run::read_feeds(&loaded, inputs)?;
@@ -177,6 +181,7 @@ fn ort(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
 
 pub fn run(opts: &Options) -> Result<()> {
     let mut json = serde_json::Map::new();
+    println!("ours on device `{}`; ONNX Runtime on the CPU, {} threads", opts.device, opts.threads);
     println!("{:<18} {:>10} {:>10} {:>8}", "model", "ours ms", "ort ms", "ratio");
     for (name, model, inputs) in models(opts)? {
         let (ours_ms, profile) = match ours(&model, &inputs, opts) {

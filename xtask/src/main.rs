@@ -97,6 +97,9 @@ enum Command {
         /// Print where our time goes (share per operator type).
         #[arg(long)]
         profile: bool,
+        /// Our device: cpu, or wgpu (a build with `--features wgpu`).
+        #[arg(long, default_value = "cpu")]
+        device: String,
     },
     /// Create (or update) the Python reference environment and print its interpreter path.
     Pyenv,
@@ -180,8 +183,8 @@ fn main() -> Result<()> {
             let opts = conformance::Options { backend, suite, json, filter, verbose, write_manifest };
             if conformance::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
-        Command::Bench { runs, warmup, threads, json, skip_resnet, profile } => {
-            bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet, profile })
+        Command::Bench { runs, warmup, threads, json, skip_resnet, profile, device } => {
+            bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet, profile, device })
         }
         Command::QdqCheck { models, json, resnet18, setting, ort_opt } => {
             let opts = qdq_check::Options { models, resnet18, json, setting, ort_opt };

@@ -99,17 +99,33 @@ fn fine_tuning_w2a4_recovers_accuracy_and_exports_what_it_trained() {
 /// a stale bias scale once put 2.6 % of detect_branch's outputs several steps off).
 #[test]
 fn block_reconstruction_exports_what_it_simulates() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
     let mut setting = QuantizeSetting::default();
     setting.quantizer.weight_bits = Some(4);
     setting.pipeline.block_reconstruction.enabled = Some(true);
     setting.pipeline.block_reconstruction.steps = 60;
     setting.pipeline.block_reconstruction.drop = Some(0.0);
+    trains_and_exports_what_it_simulates(setting, "block_reconstruction");
+}
+
+/// LSQ moves weights, weight scales, activation scales and (LSQ+) the zero points of the
+/// asymmetric activations: the export must carry all of them as the simulation used them.
+#[test]
+fn lsq_with_learned_offsets_exports_what_it_simulates() {
+    let mut setting = QuantizeSetting::default();
+    setting.quantizer.weight_bits = Some(4);
+    setting.pipeline.lsq.enabled = Some(true);
+    setting.pipeline.lsq.steps = 60;
+    setting.pipeline.lsq.offset_rate = 0.2; // zero points move within 60 steps
+    trains_and_exports_what_it_simulates(setting, "lsq");
+}
+
+fn trains_and_exports_what_it_simulates(setting: QuantizeSetting, pass: &str) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata");
     let mut q = load_quantizer(&dir.join("detect_branch.onnx"), setting).unwrap();
     let calib = CalibrationSet::from_path(&q.model, &dir.join("detect_branch_calib"), None).unwrap();
     q.quantize(&calib, &mut mppq_api::passes::NoProgress).unwrap();
     assert!(
-        q.reports.iter().any(|r| r.pass == "block_reconstruction" && r.guard.as_ref().is_some_and(|g| g.kept)),
+        q.reports.iter().any(|r| r.pass == pass && r.guard.as_ref().is_some_and(|g| g.kept)),
         "nothing trained: {:?}",
         q.reports.iter().map(ToString::to_string).collect::<Vec<_>>()
     );

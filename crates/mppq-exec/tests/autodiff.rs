@@ -97,14 +97,20 @@ fn ste_gradients_match_finite_differences_of_the_surrogate() {
         .collect();
     let w = rng.values(12, 1.0);
     let xt = Tensor::from_dispatch(require_grad(Tensor::from_f32(&shape, x.clone(), &ad).into_dispatch()));
-    let learned = LearnableScale::new(scale.clone(), &ad);
+    // A learnable scale and offset (LSQ+): the offset enters as `base + round(shift)`.
+    let learned = LearnableScale::new(scale.clone(), &ad).with_offset(offset.clone(), &ad);
     let y = ste_fake_quant(xt.clone(), &cfg, Some(&learned)).unwrap();
+    let plain = ste_fake_quant(Tensor::from_f32(&shape, x.clone(), &ad), &cfg, None).unwrap();
+    assert_eq!(y.to_f32_vec(), plain.to_f32_vec(), "a learnable offset starts from the calibrated one");
     let grads = backward(weighted_sum(&y, &w, &ad));
     let gx = Tensor::from_dispatch(grads.of(xt.dispatch()).unwrap()).to_f32_vec();
     let gf = Tensor::from_dispatch(grads.of(&learned.factor).unwrap()).to_f32_vec();
+    let shift = &learned.offset.as_ref().unwrap().shift;
+    let go = Tensor::from_dispatch(grads.of(shift).unwrap()).to_f32_vec();
 
     let h = 1e-4;
     let mut gf_ref = [0f64; 3];
+    let mut go_ref = [0f64; 3];
     for i in 0..12 {
         let c = i % 3;
         let (s, o) = (f64::from(scale[c]), f64::from(offset[c]));
@@ -114,6 +120,8 @@ fn ste_gradients_match_finite_differences_of_the_surrogate() {
         let f = |x: f64, s: f64| surrogate(x, s, frozen, o, qmin, qmax);
         let dx = (f(xi + h, s) - f(xi - h, s)) / (2.0 * h);
         let ds = (f(xi, s * (1.0 + h)) - f(xi, s * (1.0 - h))) / (2.0 * h); // d/d(factor) at 1
+        let g = |o: f64| surrogate(xi, s, frozen, o, qmin, qmax);
+        go_ref[c] += f64::from(w[i]) * (g(o + h) - g(o - h)) / (2.0 * h); // round(shift) frozen at 0
         assert!((f64::from(gx[i]) - f64::from(w[i]) * dx).abs() < 1e-3, "∂/∂x[{i}]: {} vs {}", gx[i], w[i] as f64 * dx);
         gf_ref[c] += f64::from(w[i]) * ds;
     }
@@ -125,6 +133,16 @@ fn ste_gradients_match_finite_differences_of_the_surrogate() {
             gf_ref[c]
         );
     }
+    for c in 0..3 {
+        assert!(
+            (f64::from(go[c]) - go_ref[c]).abs() < 1e-3 * (1.0 + go_ref[c].abs()),
+            "∂/∂shift[{c}]: {} vs {}",
+            go[c],
+            go_ref[c]
+        );
+    }
+    // Saturated elements carry the offset's gradient (−s each); inside the range it is 0.
+    assert!(go_ref.iter().any(|g| g.abs() > 1e-3), "{go_ref:?}");
     // Some elements saturate (zero input gradient) and some do not: both branches are tested.
     assert!(gx.contains(&0.0) && gx.iter().any(|g| *g != 0.0), "{gx:?}");
 }

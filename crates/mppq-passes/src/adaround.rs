@@ -18,9 +18,12 @@ impl AdaRound {
     pub const LEARNED: Learned = Learned {
         blocks: BlockKind::Layer,
         rounding: true,
+        rounding_rate: 3e-2,
+        hard_rounding: false,
         weights: false,
         weight_scale: false,
         activation_scale: false,
+        activation_offset: false,
         drop: 0.0,
     };
 }

@@ -23,9 +23,12 @@ impl BlockReconstruction {
     pub const LEARNED: Learned = Learned {
         blocks: BlockKind::Block,
         rounding: true,
+        rounding_rate: 3e-2,
+        hard_rounding: false,
         weights: false,
         weight_scale: false,
         activation_scale: false,
+        activation_offset: false,
         drop: 0.0,
     };
 }

@@ -13,8 +13,8 @@
 //! [`redundant_quant_simplify`] → optimisation transforms by level ([`isotone_calibration`],
 //! [`equalization`], [`ssd_equalization`], [`channel_split`], [`smooth_quant`], [`range_search`]) →
 //! [`parameter_quantize`] → [`runtime_calibration`] → [`quant_alignment`] →
-//! [`passive_parameter_quantize`] → training passes ([`adaround`], [`block_reconstruction`],
-//! [`lsq`], on [`reconstruction`]) → [`bias_correction`] → [`parameter_baking`].
+//! [`passive_parameter_quantize`] → training passes ([`adaround`], [`round_tuning`],
+//! [`block_reconstruction`], [`lsq`], on [`reconstruction`]) → [`bias_correction`] → [`parameter_baking`].
 //!
 //! Optimisation passes are guarded ([`guard`]): the pipeline measures the graph outputs' SNR
 //! against the float model ([`compare`]) and undoes a pass that does not raise it.
@@ -74,6 +74,7 @@ pub mod quant_fusion;
 pub mod range_search;
 pub mod reconstruction;
 pub mod redundant_quant_simplify;
+pub mod round_tuning;
 pub mod runtime_calibration;
 #[cfg(test)]
 mod runtime_tests;

@@ -18,9 +18,12 @@ impl Lsq {
     pub const LEARNED: Learned = Learned {
         blocks: BlockKind::Block,
         rounding: false,
+        rounding_rate: 3e-2,
+        hard_rounding: false,
         weights: true,
         weight_scale: true,
         activation_scale: true,
+        activation_offset: true,
         drop: 0.0,
     };
 }

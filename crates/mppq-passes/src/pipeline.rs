@@ -22,6 +22,7 @@ use crate::passive_parameter_quantize::PassiveParameterQuantize;
 use crate::quant_alignment::QuantAlignment;
 use crate::quant_fusion::QuantFusion;
 use crate::redundant_quant_simplify::RedundantQuantSimplify;
+use crate::round_tuning::RoundTuning;
 use crate::runtime_calibration::RuntimeCalibration;
 use crate::setting::PipelineSetting;
 use crate::smooth_quant::SmoothQuant;
@@ -115,6 +116,9 @@ impl Pipeline {
         // rewrites weights and scales), then bias correction of what remains.
         if setting.runs("adaround", setting.adaround.enabled) {
             passes.push(Box::new(AdaRound { setting: setting.adaround.clone() }));
+        }
+        if setting.runs("round_tuning", setting.round_tuning.enabled) {
+            passes.push(Box::new(RoundTuning { setting: setting.round_tuning.clone() }));
         }
         if setting.runs("block_reconstruction", setting.block_reconstruction.enabled) {
             passes.push(Box::new(BlockReconstruction { setting: setting.block_reconstruction.clone() }));

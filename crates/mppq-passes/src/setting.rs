@@ -44,6 +44,7 @@ pub struct PipelineSetting {
     pub bias_correction: BiasCorrectionSetting,
     pub mixed_range_concat: MixedRangeConcatSetting,
     pub adaround: ReconstructionSetting,
+    pub round_tuning: ReconstructionSetting,
     pub block_reconstruction: ReconstructionSetting,
     pub lsq: ReconstructionSetting,
 }
@@ -81,6 +82,7 @@ pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("bias_correction", 2),
     ("mixed_range_concat", 1),
     ("adaround", BY_NAME_ONLY),
+    ("round_tuning", BY_NAME_ONLY),
     ("block_reconstruction", 3),
     ("lsq", BY_NAME_ONLY),
 ];
@@ -107,6 +109,7 @@ impl Default for PipelineSetting {
             bias_correction: BiasCorrectionSetting::default(),
             mixed_range_concat: MixedRangeConcatSetting::default(),
             adaround: ReconstructionSetting::default(),
+            round_tuning: ReconstructionSetting::default(),
             block_reconstruction: ReconstructionSetting::default(),
             lsq: ReconstructionSetting::default(),
         }
@@ -240,9 +243,12 @@ impl PipelineSetting {
         if eq.max_scale.is_nan() || eq.max_scale < 1.0 {
             return Err(PassError::Setting(format!("equalization.max_scale = {}: use 1 or more", eq.max_scale)));
         }
-        for (section, s) in
-            [("adaround", &self.adaround), ("block_reconstruction", &self.block_reconstruction), ("lsq", &self.lsq)]
-        {
+        for (section, s) in [
+            ("adaround", &self.adaround),
+            ("round_tuning", &self.round_tuning),
+            ("block_reconstruction", &self.block_reconstruction),
+            ("lsq", &self.lsq),
+        ] {
             s.validate(section).map_err(PassError::Setting)?;
         }
         let c = &self.calibration;

@@ -66,6 +66,15 @@ fn adaround_beats_round_to_nearest_on_a_4_bit_conv() {
 }
 
 #[test]
+fn round_tuning_beats_round_to_nearest_on_a_4_bit_conv() {
+    let (rtn, _) = held_out_snr(single_conv(), 4, "{}");
+    let (tuned, report) = held_out_snr(single_conv(), 4, r#"{"round_tuning": {"enabled": true}}"#);
+    println!("4-bit Conv, held-out SNR: round-to-nearest {rtn:.2} dB, round tuning {tuned:.2} dB\n{report}");
+    assert!(report.contains("1 of 1 blocks improved"), "{report}");
+    assert!(tuned >= rtn + 2.5, "round tuning {tuned:.2} dB vs round-to-nearest {rtn:.2} dB");
+}
+
+#[test]
 fn block_reconstruction_beats_layer_wise_adaround_on_the_same_budget() {
     // 250 steps per layer (two layers) against 500 steps on the two-layer block.
     let (rtn, _) = held_out_snr(two_convs(), 3, "{}");
@@ -74,7 +83,9 @@ fn block_reconstruction_beats_layer_wise_adaround_on_the_same_budget() {
     let brecq_only =
         r#"{"block_reconstruction": {"enabled": true, "steps": 500, "drop": 0, "activation_scale": false}}"#;
     let (brecq, b) = held_out_snr(two_convs(), 3, brecq_only);
-    let (qdrop, _) = held_out_snr(two_convs(), 3, r#"{"block_reconstruction": {"enabled": true, "steps": 500}}"#);
+    let qdrop_form =
+        r#"{"block_reconstruction": {"enabled": true, "steps": 500, "drop": 0.5, "activation_scale": true}}"#;
+    let (qdrop, _) = held_out_snr(two_convs(), 3, qdrop_form);
     println!(
         "3-bit Conv→Relu→Conv: round-to-nearest {rtn:.2}, AdaRound {ada:.2}, block {brecq:.2}, QDrop {qdrop:.2} dB\n{a}\n{b}"
     );

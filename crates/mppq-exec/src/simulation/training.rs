@@ -33,19 +33,49 @@ pub struct LearnableScale {
     pub base: Vec<f32>,
     /// The learnable factor, shape `[base.len()]`.
     pub factor: DispatchTensor,
+    /// LSQ+'s learnable offset (Bhalgat et al., 2020), for asymmetric configs; `None`: the
+    /// config's offset stays.
+    pub offset: Option<LearnableOffset>,
+}
+
+/// An offset training may change: the calibrated zero point plus a learnable shift in grid
+/// steps (a tracked leaf, 0 at the start). The shift enters rounded, with a straight-through
+/// gradient, and the offset stays inside the integer range: a zero point is an integer of the
+/// quantized type in every runtime, so the simulation never uses one an export could not write.
+#[derive(Clone, Debug)]
+pub struct LearnableOffset {
+    /// The calibrated offset, one per channel.
+    pub base: Vec<f32>,
+    /// The learnable shift, shape `[base.len()]`.
+    pub shift: DispatchTensor,
 }
 
 impl LearnableScale {
     /// A factor of 1 per channel of `base`, tracked on `device` (an autodiff device).
     pub fn new(base: Vec<f32>, device: &Device) -> Self {
         let factor = Tensor::from_f32(&[base.len()], vec![1.0; base.len()], device).into_dispatch();
-        Self { base, factor: require_grad(factor) }
+        Self { base, factor: require_grad(factor), offset: None }
+    }
+
+    /// Also learns the offset, starting from `base` (one per channel, as the scale).
+    pub fn with_offset(mut self, base: Vec<f32>, device: &Device) -> Self {
+        let shift = Tensor::from_f32(&[base.len()], vec![0.0; base.len()], device).into_dispatch();
+        self.offset = Some(LearnableOffset { base, shift: require_grad(shift) });
+        self
     }
 
     /// The scale now, per channel.
     pub fn values(&self) -> Vec<f32> {
         let factor = Tensor::from_dispatch(Dispatch::float_detach(self.factor.clone())).to_f32_vec();
         self.base.iter().zip(factor).map(|(b, f)| b * f).collect()
+    }
+
+    /// The offset now, per channel, as the forward uses it under `config` (`None` when the
+    /// offset is not learned).
+    pub fn offsets(&self, config: &TensorQuantConfig) -> Option<Vec<f32>> {
+        let learned = self.offset.as_ref()?;
+        let offset = learned.broadcast(1, Some(0), config.quant_min as f64, config.quant_max as f64);
+        Some(Tensor::from_dispatch(Dispatch::float_detach(offset)).to_f32_vec())
     }
 
     /// `base · factor` shaped to broadcast over a tensor of `rank` along `axis`.
@@ -58,6 +88,25 @@ impl LearnableScale {
         let base = burn::tensor::TensorData::new(self.base.clone(), Shape::from(vec![self.base.len()]));
         let base = Dispatch::float_cast(Dispatch::float_from_data(base, &device), FloatDType::F32);
         Dispatch::float_reshape(Dispatch::float_mul(self.factor.clone(), base), Shape::from(shape))
+    }
+}
+
+impl LearnableOffset {
+    /// `clamp(base + round(shift), qmin, qmax)` (round with a straight-through gradient) shaped
+    /// to broadcast over a tensor of `rank` along `axis`.
+    fn broadcast(&self, rank: usize, axis: Option<usize>, qmin: f64, qmax: f64) -> DispatchTensor {
+        let mut shape = vec![1usize; rank.max(1)];
+        if let Some(a) = axis {
+            shape[a] = self.base.len();
+        }
+        let device = self.shift.device();
+        let base = burn::tensor::TensorData::new(self.base.clone(), Shape::from(vec![self.base.len()]));
+        let base = Dispatch::float_cast(Dispatch::float_from_data(base, &device), FloatDType::F32);
+        let detached = Dispatch::float_detach(self.shift.clone());
+        let rounded = Dispatch::float_round(detached.clone());
+        let shift = Dispatch::float_add(rounded, Dispatch::float_sub(self.shift.clone(), detached));
+        let offset = Dispatch::float_clamp(Dispatch::float_add(base, shift), Scalar::from(qmin), Scalar::from(qmax));
+        Dispatch::float_reshape(offset, Shape::from(shape))
     }
 }
 
@@ -110,7 +159,19 @@ pub fn ste_fake_quant(x: Tensor, config: &TensorQuantConfig, scale: Option<&Lear
             let detached = Dispatch::float_detach(v.clone());
             let rounded = round_chain(detached.clone(), *rounding);
             let r = Dispatch::float_add(rounded, Dispatch::float_sub(v, detached));
-            let o = constant(&ch.offset, shape.len(), ch.axis, &r);
+            let o = match scale.and_then(|l| l.offset.as_ref()) {
+                Some(learned) if learned.base.len() == ch.offset.len() => {
+                    learned.broadcast(shape.len(), ch.axis, *qmin, *qmax)
+                }
+                Some(learned) => {
+                    return Err(ExecError::Ir(mppq_ir::IrError::InvalidQuantConfig(format!(
+                        "learnable offset has {} channels, the config {}",
+                        learned.base.len(),
+                        ch.offset.len()
+                    ))));
+                }
+                None => constant(&ch.offset, shape.len(), ch.axis, &r),
+            };
             let q = Dispatch::float_add(r, o.clone());
             let q = Dispatch::float_clamp(q, Scalar::from(*qmin), Scalar::from(*qmax));
             Dispatch::float_mul(Dispatch::float_sub(q, o), s)

@@ -13,8 +13,12 @@
 //! - `rounding`: AdaRound's rectified-sigmoid variable per weight element; after a warm-up
 //!   without the regulariser, its β anneals from 20 to 2, pushing every element to round up or
 //!   down; the weight is then written as its grid value;
+//!   with `hard_rounding` (PPQ's round tuning), each element rounds up or down in every forward,
+//!   from round-to-nearest, with a straight-through gradient and no regulariser;
 //! - `weight_scale` / `activation_scale`: LSQ step sizes (learnable factors on the calibrated
-//!   scales; with `rounding`, the weight scale stays as calibrated).
+//!   scales; with `rounding`, the weight scale stays as calibrated);
+//! - `activation_offset`: LSQ+'s offsets of asymmetric activations (integer zero points moved
+//!   by a learnable shift, rounded with a straight-through gradient).
 //!
 //! A block stops after `steps` steps, or earlier once its loss has not improved for `patience`
 //! steps with every rounding variable settled. A block whose output error over all cached
@@ -65,10 +69,18 @@ pub enum BlockKind {
 pub struct Learned {
     pub blocks: BlockKind,
     pub rounding: bool,
+    /// With `rounding`: round each element up or down in the forward (starting from
+    /// round-to-nearest) with a straight-through gradient and no regulariser, as PPQ's
+    /// `RoundTuningPass`; otherwise AdaRound's soft rounding annealed to hard.
+    pub hard_rounding: bool,
+    /// Adam's rate for the rounding variables, unless the setting gives one.
+    pub rounding_rate: f64,
     /// Train the float weights themselves (straight-through; not with `rounding`).
     pub weights: bool,
     pub weight_scale: bool,
     pub activation_scale: bool,
+    /// Learn the offsets of asymmetric activation configs too (LSQ+; with `activation_scale`).
+    pub activation_offset: bool,
     pub drop: f64,
 }
 
@@ -90,16 +102,22 @@ pub struct ReconstructionSetting {
     pub weight_scale: Option<bool>,
     /// Learn activation scales (LSQ).
     pub activation_scale: Option<bool>,
+    /// Learn the offsets (zero points) of asymmetric activations with their scales (LSQ+; they
+    /// stay integers inside the range).
+    pub activation_offset: Option<bool>,
     /// QDrop: probability that an activation element stays float in a training step (0: off).
     pub drop: Option<f64>,
     /// At most this many weight operations per automatic block (`block` only).
     pub max_block_ops: usize,
     /// Optimizer steps per block (one cached batch each).
     pub steps: usize,
-    /// Adam's rate for rounding variables.
-    pub rounding_rate: f64,
+    /// Adam's rate for rounding variables (default: the pass's; 0.03 for AdaRound's annealed
+    /// soft rounding, 0.001 for round tuning's hard one, where each step can flip elements).
+    pub rounding_rate: Option<f64>,
     /// Adam's rate for scale factors (a relative change per step).
     pub scale_rate: f64,
+    /// Adam's rate for offsets, in grid steps per step.
+    pub offset_rate: f64,
     /// Adam's rate for float weights, relative to each weight's root mean square.
     pub weight_rate: f64,
     /// λ, the weight of AdaRound's regulariser.
@@ -126,11 +144,13 @@ impl Default for ReconstructionSetting {
             weights: None,
             weight_scale: None,
             activation_scale: None,
+            activation_offset: None,
             drop: None,
             max_block_ops: 4,
             steps: 500,
-            rounding_rate: 3e-2,
+            rounding_rate: None,
             scale_rate: 1e-3,
+            offset_rate: 1e-2,
             weight_rate: 1e-2,
             regularization: 0.01,
             beta: (20.0, 2.0),
@@ -148,9 +168,12 @@ impl ReconstructionSetting {
         Learned {
             blocks: self.blocks.unwrap_or(pass.blocks),
             rounding: self.rounding.unwrap_or(pass.rounding),
+            hard_rounding: pass.hard_rounding,
+            rounding_rate: self.rounding_rate.unwrap_or(pass.rounding_rate),
             weights: self.weights.unwrap_or(pass.weights),
             weight_scale: self.weight_scale.unwrap_or(pass.weight_scale),
             activation_scale: self.activation_scale.unwrap_or(pass.activation_scale),
+            activation_offset: self.activation_offset.unwrap_or(pass.activation_offset),
             drop: self.drop.unwrap_or(pass.drop),
         }
     }
@@ -173,8 +196,9 @@ impl ReconstructionSetting {
             return bad("rounding, weights, weight_scale, activation_scale are all off: nothing to learn".into());
         }
         for (name, v) in [
-            ("rounding_rate", self.rounding_rate),
+            ("rounding_rate", self.rounding_rate.unwrap_or(0.0)),
             ("scale_rate", self.scale_rate),
+            ("offset_rate", self.offset_rate),
             ("weight_rate", self.weight_rate),
             ("regularization", self.regularization),
             ("beta", self.beta.0),
@@ -185,6 +209,21 @@ impl ReconstructionSetting {
             }
         }
         Ok(())
+    }
+}
+
+/// A learned scale, and offset where it was learned, of one tensor's configs.
+struct Learnt {
+    scale: Vec<f32>,
+    offset: Option<Vec<f32>>,
+}
+
+impl Learnt {
+    fn write(&self, config: &mut TensorQuantConfig) {
+        config.scale.clone_from(&self.scale);
+        if let Some(offset) = &self.offset {
+            config.offset.clone_from(offset);
+        }
     }
 }
 
@@ -341,7 +380,7 @@ fn train_block(
         let loc = ConfigLocation { op: id, side: ConfigSide::Input, index: slot };
         let Some(config) = config_at(&graph, loc).cloned() else { continue };
         if learned.rounding {
-            rounded.extend(RoundedWeight::new(weight.var, weight, config, &ad));
+            rounded.extend(RoundedWeight::new(weight.var, weight, config, learned.hard_rounding, &ad));
             continue;
         }
         if learned.weights {
@@ -380,7 +419,11 @@ fn train_block(
                 continue; // configs on it quantize differently (or are dominated from elsewhere)
             }
             let Some(locs) = tensor_configs(&graph, var, c) else { continue };
-            leaves.push((locs, LearnableScale::new(c.scale.clone(), &ad)));
+            let mut leaf = LearnableScale::new(c.scale.clone(), &ad);
+            if learned.activation_offset && !c.policy.is_symmetric() {
+                leaf = leaf.with_offset(c.offset.clone(), &ad);
+            }
+            leaves.push((locs, leaf));
         }
     }
     let leaf_of: HashMap<ConfigLocation, usize> =
@@ -447,7 +490,7 @@ fn train_block(
         let mut loss =
             Dispatch::float_div_scalar(loss, Scalar::from((energies[entry] * before).max(f64::MIN_POSITIVE)));
         let rec = scalar(&loss);
-        let annealing = step >= warm && learned.rounding;
+        let annealing = step >= warm && learned.rounding && !learned.hard_rounding;
         if annealing {
             let t = (step - warm) as f64 / (steps - warm).max(1) as f64;
             let beta = setting.beta.1 + (setting.beta.0 - setting.beta.1) * (1.0 - t);
@@ -461,7 +504,7 @@ fn train_block(
         let mut rates = Vec::new();
         for r in rounded.iter_mut() {
             params.push(&mut r.v);
-            rates.push(setting.rounding_rate);
+            rates.push(learned.rounding_rate);
         }
         for (_, leaf, rate) in float_weights.iter_mut() {
             params.push(leaf);
@@ -470,6 +513,10 @@ fn train_block(
         for (_, leaf) in leaves.iter_mut() {
             params.push(&mut leaf.factor);
             rates.push(setting.scale_rate);
+            if let Some(offset) = leaf.offset.as_mut() {
+                params.push(&mut offset.shift);
+                rates.push(setting.offset_rate);
+            }
         }
         adam.step(&mut params, &rates, &grads);
         done = step + 1;
@@ -506,19 +553,21 @@ fn train_block(
         write_param(&mut graph, &trained)?;
         written.push(trained);
     }
-    // (tensor name, the config it had, the learned scale)
-    let scales: Vec<(String, TensorQuantConfig, Vec<f32>)> = leaves
+    // (tensor name, the config it had, the learned scale and offset)
+    let scales: Vec<(String, TensorQuantConfig, Learnt)> = leaves
         .iter()
         .filter_map(|(locs, leaf)| {
             let first = *locs.first()?;
             let var = config_var(&graph, first)?;
-            Some((graph.var_name(var).to_string(), config_at(&graph, first)?.clone(), leaf.values()))
+            let config = config_at(&graph, first)?.clone();
+            let learnt = Learnt { scale: leaf.values(), offset: leaf.offsets(&config) };
+            Some((graph.var_name(var).to_string(), config, learnt))
         })
         .collect();
-    for ((locs, _), (_, _, values)) in leaves.iter().zip(&scales) {
+    for ((locs, _), (_, _, learnt)) in leaves.iter().zip(&scales) {
         for loc in locs {
             if let Some(c) = config_at_mut(&mut graph, *loc) {
-                c.scale = values.clone();
+                learnt.write(c);
             }
         }
     }
@@ -534,11 +583,11 @@ fn train_block(
             let var = ctx.graph.var_named(&view.name).in_pass(pass)?;
             write_param(ctx.graph, &ParamView { var, ..view.clone() })?;
         }
-        for (name, original, values) in scales {
+        for (name, original, learnt) in scales {
             let Some(var) = ctx.graph.var_id(&name) else { continue };
             for loc in tensor_configs(ctx.graph, var, &original).unwrap_or_default() {
                 if let Some(c) = config_at_mut(ctx.graph, loc) {
-                    c.scale = values.clone();
+                    learnt.write(c);
                 }
             }
         }

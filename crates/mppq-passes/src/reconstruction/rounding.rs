@@ -1,9 +1,10 @@
 //! AdaRound's learned rounding of one weight (Nagel et al., 2020): a rectified-sigmoid variable
 //! per element, the soft-quantized weight it gives, the annealed regulariser that pushes it to
-//! 0 or 1, and the weight on its grid once learned.
+//! 0 or 1, and the weight on its grid once learned. The same variable, thresholded in the
+//! forward with a straight-through gradient, is PPQ's round tuning (`hard`).
 
 use crate::params::ParamView;
-use burn::backend::ops::{ActivationOps, FloatTensorOps};
+use burn::backend::ops::{ActivationOps, BoolTensorOps, FloatTensorOps};
 use burn::backend::{Dispatch, DispatchTensor};
 use burn::tensor::Scalar;
 use mppq_exec::simulation::training::require_grad;
@@ -28,6 +29,8 @@ pub(super) struct RoundedWeight {
     scale: DispatchTensor,
     offset: DispatchTensor,
     floor_t: DispatchTensor,
+    /// Round tuning: the forward rounds each element up (`h(V) ≥ ½`) or down.
+    hard: bool,
 }
 
 fn broadcast(values: &[f32], rank: usize, axis: Option<usize>, device: &Device) -> DispatchTensor {
@@ -40,7 +43,13 @@ fn broadcast(values: &[f32], rank: usize, axis: Option<usize>, device: &Device) 
 
 impl RoundedWeight {
     /// `None` when the config's parameters do not fit the weight (one per channel of its axis).
-    pub(super) fn new(var: VarId, view: ParamView, config: TensorQuantConfig, device: &Device) -> Option<Self> {
+    pub(super) fn new(
+        var: VarId,
+        view: ParamView,
+        config: TensorQuantConfig,
+        hard: bool,
+        device: &Device,
+    ) -> Option<Self> {
         let channels = config.channel_axis.map_or(Some(1), |a| view.shape.get(a).copied())?;
         if config.scale.len() != channels || config.offset.len() != channels {
             return None;
@@ -64,7 +73,7 @@ impl RoundedWeight {
         let scale = broadcast(&config.scale, rank, config.channel_axis, device);
         let offset = broadcast(&config.offset, rank, config.channel_axis, device);
         let floor_t = Tensor::from_f32(&view.shape, floor.clone(), device).into_dispatch();
-        Some(Self { var, view, config, floor, v, scale, offset, floor_t })
+        Some(Self { var, view, config, floor, v, scale, offset, floor_t, hard })
     }
 
     /// `h(V)`, tracked.
@@ -75,9 +84,26 @@ impl RoundedWeight {
         Dispatch::float_clamp(h, Scalar::from(0.0), Scalar::from(1.0))
     }
 
-    /// The soft-quantized weight: `s · (clamp(floor + h(V) + o, q_min, q_max) − o)`.
+    /// What the forward adds to `floor`: `h(V)`, or for round tuning `[h(V) ≥ ½]` whose
+    /// gradient is `h`'s (straight through).
+    fn rounding(&self) -> DispatchTensor {
+        let h = self.soft();
+        if !self.hard {
+            return h;
+        }
+        let detached = Dispatch::float_detach(h.clone());
+        let bool_dtype = mppq_exec::tensor::bool_for(&detached);
+        let up = Dispatch::bool_into_float(
+            Dispatch::float_greater_equal_elem(detached.clone(), Scalar::from(0.5), bool_dtype),
+            burn::tensor::FloatDType::F32,
+        );
+        Dispatch::float_add(up, Dispatch::float_sub(h, detached))
+    }
+
+    /// The weight the forward uses: `s · (clamp(floor + h + o, q_min, q_max) − o)`, `h` from
+    /// [`Self::rounding`] (soft for AdaRound; on the grid for round tuning).
     pub(super) fn weight(&self) -> DispatchTensor {
-        let q = Dispatch::float_add(Dispatch::float_add(self.floor_t.clone(), self.soft()), self.offset.clone());
+        let q = Dispatch::float_add(Dispatch::float_add(self.floor_t.clone(), self.rounding()), self.offset.clone());
         let q = Dispatch::float_clamp(q, Scalar::from(self.config.quant_min), Scalar::from(self.config.quant_max));
         Dispatch::float_mul(Dispatch::float_sub(q, self.offset.clone()), self.scale.clone())
     }
@@ -92,8 +118,12 @@ impl RoundedWeight {
         Dispatch::float_sum(Dispatch::float_neg(Dispatch::float_sub_scalar(p, Scalar::from(1.0))))
     }
 
-    /// Share of elements whose soft rounding is within 1 % of 0 or 1.
+    /// Share of elements whose soft rounding is within 1 % of 0 or 1 (all of them for round
+    /// tuning, whose forward is always on the grid).
     pub(super) fn settled(&self) -> f64 {
+        if self.hard {
+            return 1.0;
+        }
         let h = Tensor::from_dispatch(Dispatch::float_detach(self.soft())).to_f32_vec();
         let n = h.len().max(1);
         h.iter().filter(|h| (2.0 * **h - 1.0).abs() > 0.98).count() as f64 / n as f64

@@ -1,0 +1,45 @@
+//! `round_tuning`: PPQ's `RoundTuningPass` ("Up or Down?", the idea AdaRound starts from, in
+//! its most direct form). Per block, each weight element rounds up or down in every forward,
+//! starting from round-to-nearest; a straight-through gradient moves the rounding variable and
+//! an element flips where that lowers the block's output error. No regulariser: the forward is
+//! always on the grid, so what trains is what is exported. The engine is
+//! [`crate::reconstruction`].
+
+use crate::error::Result;
+use crate::guard::Guard;
+use crate::pass::{Pass, PassContext, PassReport};
+use crate::reconstruction::{BlockKind, Learned, ReconstructionSetting, reconstruct};
+
+/// The pass.
+#[derive(Default)]
+pub struct RoundTuning {
+    pub setting: ReconstructionSetting,
+}
+
+impl RoundTuning {
+    pub const LEARNED: Learned = Learned {
+        blocks: BlockKind::Block,
+        rounding: true,
+        rounding_rate: 1e-3,
+        hard_rounding: true,
+        weights: false,
+        weight_scale: false,
+        activation_scale: false,
+        activation_offset: false,
+        drop: 0.0,
+    };
+}
+
+impl Pass for RoundTuning {
+    fn name(&self) -> &'static str {
+        "round_tuning"
+    }
+
+    fn guard(&self) -> Guard {
+        Guard::Measure
+    }
+
+    fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
+        reconstruct(ctx, self.name(), &self.setting, Self::LEARNED)
+    }
+}

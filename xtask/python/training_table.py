@@ -25,9 +25,11 @@ DIGITS = os.path.join(ROOT, "testdata", "digits")
 METHODS = [
     ("round-to-nearest", {}),
     ("AdaRound", {"adaround": {"enabled": True}}),
+    ("round tuning (PPQ's)", {"round_tuning": {"enabled": True}}),
     ("BRECQ (block_reconstruction = --optimize 3)", {"block_reconstruction": {"enabled": True}}),
     ("QDrop (block_reconstruction, drop 0.5, act. scales)", {"block_reconstruction": {"enabled": True, "drop": 0.5, "activation_scale": True}}),
     ("LSQ (weights + scales)", {"lsq": {"enabled": True}}),
+    ("LSQ+ (weights, scales, act. offsets)", {"lsq": {"enabled": True, "activation_offset": True}}),
 ]
 # (weight bits, activation bits, weight granularity). Per-tensor 4-bit weights are where
 # round-to-nearest collapses (MQBench's academic setting quantizes weights per tensor).

@@ -115,6 +115,7 @@ fn lsq_with_learned_offsets_exports_what_it_simulates() {
     setting.quantizer.weight_bits = Some(4);
     setting.pipeline.lsq.enabled = Some(true);
     setting.pipeline.lsq.steps = 60;
+    setting.pipeline.lsq.activation_offset = Some(true);
     setting.pipeline.lsq.offset_rate = 0.2; // zero points move within 60 steps
     trains_and_exports_what_it_simulates(setting, "lsq");
 }

@@ -23,7 +23,7 @@ impl Lsq {
         weights: true,
         weight_scale: true,
         activation_scale: true,
-        activation_offset: true,
+        activation_offset: false,
         drop: 0.0,
     };
 }

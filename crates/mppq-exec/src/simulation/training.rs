@@ -80,14 +80,8 @@ impl LearnableScale {
 
     /// `base · factor` shaped to broadcast over a tensor of `rank` along `axis`.
     fn broadcast(&self, rank: usize, axis: Option<usize>) -> DispatchTensor {
-        let mut shape = vec![1usize; rank.max(1)];
-        if let Some(a) = axis {
-            shape[a] = self.base.len();
-        }
-        let device = self.factor.device();
-        let base = burn::tensor::TensorData::new(self.base.clone(), Shape::from(vec![self.base.len()]));
-        let base = Dispatch::float_cast(Dispatch::float_from_data(base, &device), FloatDType::F32);
-        Dispatch::float_reshape(Dispatch::float_mul(self.factor.clone(), base), Shape::from(shape))
+        let factor = Dispatch::float_reshape(self.factor.clone(), broadcast_shape(rank, axis, self.base.len()));
+        Dispatch::float_mul(factor, constant(&self.base, rank, axis, &self.factor))
     }
 }
 
@@ -95,18 +89,12 @@ impl LearnableOffset {
     /// `clamp(base + round(shift), qmin, qmax)` (round with a straight-through gradient) shaped
     /// to broadcast over a tensor of `rank` along `axis`.
     fn broadcast(&self, rank: usize, axis: Option<usize>, qmin: f64, qmax: f64) -> DispatchTensor {
-        let mut shape = vec![1usize; rank.max(1)];
-        if let Some(a) = axis {
-            shape[a] = self.base.len();
-        }
-        let device = self.shift.device();
-        let base = burn::tensor::TensorData::new(self.base.clone(), Shape::from(vec![self.base.len()]));
-        let base = Dispatch::float_cast(Dispatch::float_from_data(base, &device), FloatDType::F32);
         let detached = Dispatch::float_detach(self.shift.clone());
         let rounded = Dispatch::float_round(detached.clone());
         let shift = Dispatch::float_add(rounded, Dispatch::float_sub(self.shift.clone(), detached));
-        let offset = Dispatch::float_clamp(Dispatch::float_add(base, shift), Scalar::from(qmin), Scalar::from(qmax));
-        Dispatch::float_reshape(offset, Shape::from(shape))
+        let shift = Dispatch::float_reshape(shift, broadcast_shape(rank, axis, self.base.len()));
+        let offset = Dispatch::float_add(constant(&self.base, rank, axis, &self.shift), shift);
+        Dispatch::float_clamp(offset, Scalar::from(qmin), Scalar::from(qmax))
     }
 }
 
@@ -145,11 +133,7 @@ pub fn ste_fake_quant(x: Tensor, config: &TensorQuantConfig, scale: Option<&Lear
             let s = match scale {
                 Some(learned) => {
                     if learned.base.len() != ch.scale.len() {
-                        return Err(ExecError::Ir(mppq_ir::IrError::InvalidQuantConfig(format!(
-                            "learnable scale has {} channels, the config {}",
-                            learned.base.len(),
-                            ch.scale.len()
-                        ))));
+                        return Err(channel_mismatch("scale", learned.base.len(), ch.scale.len()));
                     }
                     learned.broadcast(shape.len(), ch.axis)
                 }
@@ -163,13 +147,7 @@ pub fn ste_fake_quant(x: Tensor, config: &TensorQuantConfig, scale: Option<&Lear
                 Some(learned) if learned.base.len() == ch.offset.len() => {
                     learned.broadcast(shape.len(), ch.axis, *qmin, *qmax)
                 }
-                Some(learned) => {
-                    return Err(ExecError::Ir(mppq_ir::IrError::InvalidQuantConfig(format!(
-                        "learnable offset has {} channels, the config {}",
-                        learned.base.len(),
-                        ch.offset.len()
-                    ))));
-                }
+                Some(learned) => return Err(channel_mismatch("offset", learned.base.len(), ch.offset.len())),
                 None => constant(&ch.offset, shape.len(), ch.axis, &r),
             };
             let q = Dispatch::float_add(r, o.clone());
@@ -185,13 +163,26 @@ pub fn ste_fake_quant(x: Tensor, config: &TensorQuantConfig, scale: Option<&Lear
     Tensor::from_dispatch(y).cast(dtype)
 }
 
-/// Per-channel (or per-tensor) constants shaped to broadcast over a tensor of `rank`.
-fn constant(values: &[f32], rank: usize, axis: Option<usize>, like: &DispatchTensor) -> DispatchTensor {
+fn channel_mismatch(what: &str, learned: usize, config: usize) -> ExecError {
+    ExecError::Ir(mppq_ir::IrError::InvalidQuantConfig(format!(
+        "learnable {what} has {learned} channels, the config {config}"
+    )))
+}
+
+/// The shape of `channels` values broadcast over a tensor of `rank` along `axis` (all ones but
+/// the axis; per tensor, `[1, …]`).
+fn broadcast_shape(rank: usize, axis: Option<usize>, channels: usize) -> Shape {
     let mut shape = vec![1usize; rank.max(1)];
     if let Some(a) = axis {
-        shape[a] = values.len();
+        shape[a] = channels;
     }
-    let data = burn::tensor::TensorData::new(values.to_vec(), Shape::from(shape));
+    Shape::from(shape)
+}
+
+/// Per-channel (or per-tensor) constants shaped to broadcast over a tensor of `rank`, on the
+/// device of `like`.
+fn constant(values: &[f32], rank: usize, axis: Option<usize>, like: &DispatchTensor) -> DispatchTensor {
+    let data = burn::tensor::TensorData::new(values.to_vec(), broadcast_shape(rank, axis, values.len()));
     Dispatch::float_cast(Dispatch::float_from_data(data, &like.device()), FloatDType::F32)
 }
 

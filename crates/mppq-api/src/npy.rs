@@ -49,11 +49,14 @@ fn from_npy<R: Read>(file: &Path, what: &str, npy: npyz::NpyFile<R>) -> Result<T
         ApiError::data(file, format!("{what}: unsupported dtype `{descr}` (little-endian numbers or bool)"))
     })?;
     let fortran = npy.order() == npyz::Order::Fortran;
-    let shape: Vec<usize> = npy.shape().iter().map(|d| *d as usize).collect();
+    let shape: Vec<usize> = npy.shape().iter().map(|d| usize::try_from(*d).unwrap_or(usize::MAX)).collect();
+    let count = shape.iter().try_fold(1usize, |n, d| n.checked_mul(*d));
+    let expected = count.and_then(|n| dtype.packed_len(n)).ok_or_else(|| {
+        ApiError::data(file, format!("{what}: shape {shape:?} is larger than any array this machine can hold"))
+    })?;
     let mut bytes = Vec::new();
     let mut reader = npy.into_inner();
     reader.read_to_end(&mut bytes).map_err(|e| ApiError::data(file, format!("{what}: {e}")))?;
-    let expected = dtype.packed_len(shape.iter().product()).unwrap_or(0);
     if bytes.len() < expected {
         return Err(ApiError::data(file, format!("{what}: truncated data ({} of {expected} bytes)", bytes.len())));
     }
@@ -90,9 +93,30 @@ fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
     out
 }
 
+/// Checks the header length an `.npy` file claims against the bytes it has, before the parser
+/// allocates what the file claims (a 20-byte file may claim a 4 GiB header).
+fn check_header_length(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (start, claimed) = match (bytes.get(..6), bytes.get(6)) {
+        (Some(b"\x93NUMPY"), Some(1)) => (10, bytes.get(8..10).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)),
+        (Some(b"\x93NUMPY"), Some(2 | 3)) => {
+            (12, bytes.get(8..12).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize))
+        }
+        _ => return Ok(()), // not an .npy header the parser accepts: it says what is wrong
+    };
+    let claimed = claimed.ok_or_else(|| ApiError::data(path, "not a .npy file: truncated header"))?;
+    if start + claimed > bytes.len() {
+        return Err(ApiError::data(
+            path,
+            format!("not a .npy file: its header claims {claimed} bytes, the whole file has {}", bytes.len()),
+        ));
+    }
+    Ok(())
+}
+
 /// Reads one `.npy` array.
 pub fn read_npy(path: &Path) -> Result<TensorData> {
     let bytes = std::fs::read(path).map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
+    check_header_length(path, &bytes)?;
     let npy =
         npyz::NpyFile::new(bytes.as_slice()).map_err(|e| ApiError::data(path, format!("not a .npy file: {e}")))?;
     from_npy(path, "array", npy)
@@ -193,5 +217,38 @@ mod tests {
         std::fs::write(&p, b"not a zip").unwrap();
         let msg = read_npz(&p).unwrap_err().to_string();
         assert!(msg.contains("bad.npz"), "{msg}");
+    }
+
+    /// A 20-byte `.npy` whose (version 2) header length claims 4 GiB: refused before the
+    /// parser allocates it (it aborted the process).
+    #[test]
+    fn a_header_longer_than_the_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("huge_header.npy");
+        let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        bytes.extend_from_slice(b"{'descr'");
+        std::fs::write(&p, &bytes).unwrap();
+        let msg = read_npy(&p).unwrap_err().to_string();
+        assert!(msg.contains("huge_header.npy") && msg.contains("claims 4294967295 bytes"), "{msg}");
+    }
+
+    /// A shape whose element count overflows is refused, not wrapped around.
+    #[test]
+    fn a_shape_too_large_to_hold_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("huge_shape.npy");
+        let mut header =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }".to_string();
+        while !(10 + header.len() + 1).is_multiple_of(64) {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        let msg = read_npy(&p).unwrap_err().to_string();
+        assert!(msg.contains("huge_shape.npy") && msg.contains("larger than any array"), "{msg}");
     }
 }

@@ -26,6 +26,7 @@ pub mod quantize;
 mod registry;
 pub mod run;
 pub mod setting;
+pub mod staging;
 pub mod upgrade;
 
 pub use calib::CalibrationSet;

@@ -356,7 +356,8 @@ fn write_reports(analysis: &crate::analyse::AnalysisReport, dir: &Path) -> Resul
 /// `mppq quantize`: quantize `model_path` on the batches in `calib_dir`, run the exporters into
 /// `out_dir` (by default `model.qdq.onnx`, `quant.json` and `model.float.onnx`, the float graph
 /// after fusions), and write the graph-wise analysis as `out_dir/report.html` and
-/// `out_dir/report.json`.
+/// `out_dir/report.json`. The files appear together once all is done, and never replace an
+/// input ([`crate::staging`]).
 pub fn quantize_to_dir(
     model_path: &Path,
     calib_dir: &Path,
@@ -365,12 +366,15 @@ pub fn quantize_to_dir(
     progress: &mut dyn ProgressSink,
 ) -> Result<JobSummary> {
     let started = std::time::Instant::now();
+    let staging = crate::staging::Staging::new(out_dir, &[model_path, calib_dir])?;
     let mut q = load_quantizer(model_path, setting)?;
     let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
     q.quantize(&calib, progress)?;
-    let mut files: Vec<(String, PathBuf)> = q.export_to(out_dir)?.into_iter().map(|a| (a.what, a.path)).collect();
+    let mut files: Vec<(String, PathBuf)> =
+        q.export_to(staging.path())?.into_iter().map(|a| (a.what, a.path)).collect();
     let analysis = run_analysis(&q, &calib, progress)?;
-    files.extend(write_reports(&analysis, out_dir)?);
+    files.extend(write_reports(&analysis, staging.path())?);
+    let files = staging.commit(files)?;
     Ok(summary(&q, Some(analysis), files, started))
 }
 

@@ -175,3 +175,34 @@ fn a_model_that_cannot_reach_opset_13_is_quantized_per_tensor_at_its_own() {
     assert!(err.contains("export_preflight") && err.contains("`bn` (BatchNormalization, opset 8)"), "{err}");
     assert!(!progress.events.iter().any(|e| e.contains("calibration")), "{:?}", progress.events);
 }
+
+/// `mppq quantize d/model.float.onnx -o d` used to overwrite its own input; a failed run used to
+/// leave some new files next to older ones.
+#[test]
+fn a_run_never_replaces_its_input_and_a_failed_run_leaves_the_directory_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = quantize(QuantizeSetting::default(), dir.path()).unwrap();
+    assert!(first.contains(&"model.float.onnx".to_string()), "{first:?}");
+    let model = dir.path().join("model.float.onnx");
+    let before = std::fs::read(&model).unwrap();
+    let calib = testdata().join("tiny_cnn_calib");
+    let err =
+        quantize_to_dir(&model, &calib, QuantizeSetting::default(), dir.path(), &mut mppq_api::passes::NoProgress)
+            .err()
+            .unwrap()
+            .to_string();
+    assert!(err.contains("would replace this input"), "{err}");
+    assert_eq!(std::fs::read(&model).unwrap(), before);
+
+    // A run that fails (an export option refused) leaves the directory as it was.
+    let listing = |d: &std::path::Path| {
+        let mut names: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let files_before = listing(dir.path());
+    let bad = setting("[export.qdq-onnx]\nopset = 9\n");
+    assert!(quantize(bad, dir.path()).is_err());
+    assert_eq!(listing(dir.path()), files_before);
+}

@@ -46,7 +46,35 @@ pub struct ModelQuantizer {
 pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<ModelQuantizer> {
     let platform = platform_by_name(&setting.platform)?;
     let model = platform.parse(model_path)?;
+    check_versions(model_path, &model)?;
     ModelQuantizer::new(platform, model, setting)
+}
+
+/// Refuses a model from an ONNX newer than this build knows: its operators may mean what this
+/// build cannot tell, and the export would carry versions no runtime accepts (opset 99 used to
+/// be quantized and written back as 99).
+fn check_versions(path: &Path, model: &Model) -> Result<()> {
+    let (max_ir, max_opset) = (mppq_onnx::MAX_IR_VERSION, mppq_onnx::MAX_OPSET);
+    if model.ir_version > max_ir {
+        return Err(ApiError::data(
+            path,
+            format!(
+                "IR version {} is newer than this build knows (≤ {max_ir}, ONNX 1.21): save the model with ONNX ≤ 1.21",
+                model.ir_version
+            ),
+        ));
+    }
+    if let Some(opset) = model.opset("")
+        && opset > max_opset
+    {
+        return Err(ApiError::data(
+            path,
+            format!(
+                "opset {opset} is newer than this build knows (≤ {max_opset}): export the model at opset ≤ {max_opset}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Turns a list of op types / name globs into an ignored scope: an item with glob characters or

@@ -206,3 +206,29 @@ fn a_run_never_replaces_its_input_and_a_failed_run_leaves_the_directory_as_it_wa
     assert!(quantize(bad, dir.path()).is_err());
     assert_eq!(listing(dir.path()), files_before);
 }
+
+/// Opset 99 and IR version 99 were quantized and written back as they were.
+#[test]
+fn versions_newer_than_this_build_knows_are_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let relu = || mppq_api::ir::Operation::new("Relu", "relu");
+    let (model, calib) = conv_then(dir.path(), relu(), Vec::new(), 99);
+    let out = dir.path().join("out");
+    let run = |model: &std::path::Path| {
+        quantize_to_dir(model, &calib, QuantizeSetting::default(), &out, &mut mppq_api::passes::NoProgress)
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    let err = run(&model);
+    assert!(err.contains("m.onnx") && err.contains("opset 99 is newer"), "{err}");
+
+    let newer_ir = dir.path().join("ir99.onnx");
+    let at17 = dir.path().join("at17");
+    std::fs::create_dir(&at17).unwrap();
+    let mut m = mppq_onnx::load_model(conv_then(&at17, relu(), Vec::new(), 17).0).unwrap();
+    m.ir_version = 99;
+    mppq_onnx::save_model(&m, &newer_ir, &Default::default()).unwrap();
+    let err = run(&newer_ir);
+    assert!(err.contains("ir99.onnx") && err.contains("IR version 99 is newer"), "{err}");
+}

@@ -171,6 +171,19 @@ pub fn write_npy(path: &Path, tensor: &TensorData) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// An NPY 1.0 file's bytes up to its data: magic, version, header length, `dict` padded.
+    fn npy_v1(dict: &str) -> Vec<u8> {
+        let mut header = dict.to_string();
+        while !(10 + header.len() + 1).is_multiple_of(64) {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes
+    }
+
     #[test]
     fn npy_round_trip_all_supported_types() {
         let dir = tempfile::tempdir().unwrap();
@@ -193,14 +206,7 @@ mod tests {
     fn fortran_order_arrays_are_read_row_major() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.npy");
-        let mut header = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }".to_string();
-        while !(10 + header.len() + 1).is_multiple_of(64) {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(header.as_bytes());
+        let mut bytes = npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }");
         for v in [0f32, 1.0, 2.0, 3.0, 4.0, 5.0] {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
@@ -238,15 +244,7 @@ mod tests {
     fn a_shape_too_large_to_hold_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("huge_shape.npy");
-        let mut header =
-            "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }".to_string();
-        while !(10 + header.len() + 1).is_multiple_of(64) {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(header.as_bytes());
+        let bytes = npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }");
         std::fs::write(&p, &bytes).unwrap();
         let msg = read_npy(&p).unwrap_err().to_string();
         assert!(msg.contains("huge_shape.npy") && msg.contains("larger than any array"), "{msg}");

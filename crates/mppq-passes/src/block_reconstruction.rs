@@ -8,6 +8,7 @@
 //! small (`docs/training.md`), so it is not the default. The engine is
 //! [`crate::reconstruction`].
 
+use crate::adaround::AdaRound;
 use crate::error::Result;
 use crate::guard::Guard;
 use crate::pass::{Pass, PassContext, PassReport};
@@ -20,17 +21,8 @@ pub struct BlockReconstruction {
 }
 
 impl BlockReconstruction {
-    pub const LEARNED: Learned = Learned {
-        blocks: BlockKind::Block,
-        rounding: true,
-        rounding_rate: 3e-2,
-        hard_rounding: false,
-        weights: false,
-        weight_scale: false,
-        activation_scale: false,
-        activation_offset: false,
-        drop: 0.0,
-    };
+    /// AdaRound's learning, a block at a time.
+    pub const LEARNED: Learned = Learned { blocks: BlockKind::Block, ..AdaRound::LEARNED };
 }
 
 impl Pass for BlockReconstruction {

@@ -5,10 +5,11 @@
 //! always on the grid, so what trains is what is exported. The engine is
 //! [`crate::reconstruction`].
 
+use crate::block_reconstruction::BlockReconstruction;
 use crate::error::Result;
 use crate::guard::Guard;
 use crate::pass::{Pass, PassContext, PassReport};
-use crate::reconstruction::{BlockKind, Learned, ReconstructionSetting, reconstruct};
+use crate::reconstruction::{Learned, ReconstructionSetting, reconstruct};
 
 /// The pass.
 #[derive(Default)]
@@ -17,17 +18,9 @@ pub struct RoundTuning {
 }
 
 impl RoundTuning {
-    pub const LEARNED: Learned = Learned {
-        blocks: BlockKind::Block,
-        rounding: true,
-        rounding_rate: 1e-3,
-        hard_rounding: true,
-        weights: false,
-        weight_scale: false,
-        activation_scale: false,
-        activation_offset: false,
-        drop: 0.0,
-    };
+    /// Block reconstruction's learning with hard rounding, at a rate where a step flips few
+    /// elements.
+    pub const LEARNED: Learned = Learned { hard_rounding: true, rounding_rate: 1e-3, ..BlockReconstruction::LEARNED };
 }
 
 impl Pass for RoundTuning {

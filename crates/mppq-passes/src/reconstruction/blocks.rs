@@ -88,9 +88,6 @@ pub fn find_blocks(graph: &Graph, kind: BlockKind, max_block_ops: usize) -> Resu
         for slot in live.iter_mut().take(last.min(n) + 1).skip(def) {
             slot.push(v);
         }
-        if last == n && def <= n {
-            // graph outputs stay live to the end
-        }
     }
     for slot in &mut live {
         slot.sort();

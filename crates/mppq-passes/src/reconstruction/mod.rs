@@ -553,19 +553,19 @@ fn train_block(
         write_param(&mut graph, &trained)?;
         written.push(trained);
     }
-    // (tensor name, the config it had, the learned scale and offset)
-    let scales: Vec<(String, TensorQuantConfig, Learnt)> = leaves
+    // (the block's configs, tensor name, the config it had, the learned scale and offset)
+    let scales: Vec<(&[ConfigLocation], String, TensorQuantConfig, Learnt)> = leaves
         .iter()
         .filter_map(|(locs, leaf)| {
             let first = *locs.first()?;
             let var = config_var(&graph, first)?;
             let config = config_at(&graph, first)?.clone();
             let learnt = Learnt { scale: leaf.values(), offset: leaf.offsets(&config) };
-            Some((graph.var_name(var).to_string(), config, learnt))
+            Some((locs.as_slice(), graph.var_name(var).to_string(), config, learnt))
         })
         .collect();
-    for ((locs, _), (_, _, learnt)) in leaves.iter().zip(&scales) {
-        for loc in locs {
+    for (locs, _, _, learnt) in &scales {
+        for loc in locs.iter() {
             if let Some(c) = config_at_mut(&mut graph, *loc) {
                 learnt.write(c);
             }
@@ -583,7 +583,7 @@ fn train_block(
             let var = ctx.graph.var_named(&view.name).in_pass(pass)?;
             write_param(ctx.graph, &ParamView { var, ..view.clone() })?;
         }
-        for (name, original, learnt) in scales {
+        for (_, name, original, learnt) in scales {
             let Some(var) = ctx.graph.var_id(&name) else { continue };
             for loc in tensor_configs(ctx.graph, var, &original).unwrap_or_default() {
                 if let Some(c) = config_at_mut(ctx.graph, loc) {

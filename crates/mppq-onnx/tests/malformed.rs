@@ -236,10 +236,11 @@ fn in_memory_encoding_round_trips() {
 }
 
 /// Over 2 GiB of initializers: saved with external data (protobuf cannot hold it inline) and
-/// loaded back bit-identical.
+/// loaded back bit-identical. Written under Cargo's target directory, not the system's temporary
+/// directory, which is often a small tmpfs (CI's ran out of space here).
 #[test]
 fn models_over_two_gib_use_external_data() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let mut g = Graph::new("big");
     let x = g.ensure_variable("x");
     g.add_graph_input(x).unwrap();

@@ -25,7 +25,6 @@ use mppq_ir::{Attribute, Graph, Model, TensorData};
 use mppq_passes::{PassReport, ProgressSink};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 /// Loop iterations recorded per run of a loop (spread evenly over the run when it has more).
 pub const ITERATIONS_PER_RUN: usize = 16;
@@ -165,9 +164,8 @@ fn quantize_body(
     let wanted: Vec<&String> = fed.iter().filter(|n| body.var_id(n).is_some_and(|v| body.is_graph_input(v))).collect();
     let batches: Vec<Vec<(String, TensorData)>> =
         batches.into_iter().map(|b| b.into_iter().filter(|(n, _)| wanted.contains(&n)).collect()).collect();
-    let files = (0..batches.len()).map(|i| PathBuf::from(format!("<{label}, calibration batch {i}>"))).collect();
-    let calib = CalibrationSet { files, batches };
     let model = Model { graph: body, ..sub_model(&q.model) };
+    let calib = CalibrationSet::from_batches(&model, label, batches);
     let mut setting = q.setting.clone();
     // The budget and the analysis belong to the whole model.
     setting.budget = Default::default();

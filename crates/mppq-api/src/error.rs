@@ -36,8 +36,8 @@ pub enum ApiError {
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 
 impl ApiError {
-    pub(crate) fn data(file: &std::path::Path, message: impl Into<String>) -> Self {
-        ApiError::Data { file: file.display().to_string(), message: message.into() }
+    pub(crate) fn data(file: impl AsRef<std::path::Path>, message: impl Into<String>) -> Self {
+        ApiError::Data { file: file.as_ref().display().to_string(), message: message.into() }
     }
 }
 

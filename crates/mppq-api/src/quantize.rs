@@ -204,9 +204,7 @@ impl ModelQuantizer {
         calib: &CalibrationSet,
         progress: &mut dyn ProgressSink,
     ) -> Result<crate::budget::BudgetReport> {
-        let limit = self.setting.analysis.batches.unwrap_or(calib.len()).clamp(1, calib.len().max(1));
-        let batches = calib.to_values(&self.device)?;
-        let batches = &batches[..limit.min(batches.len())];
+        let batches = &calib.first_values(self.setting.analysis.batches, &self.device)?;
         let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
         let build = |g: &mppq_ir::Graph| Ok(Executor::new(g, &self.registry, &self.device, &opsets)?);
         let reference = match self.reference_executor()? {
@@ -264,10 +262,15 @@ pub struct QuantizedModel {
 /// `setting`. Export with `result.quantizer.export_to(dir)`.
 pub fn quantize_onnx_model(model_path: &Path, calib_dir: &Path, setting: QuantizeSetting) -> Result<QuantizedModel> {
     let mut quantizer = load_quantizer(model_path, setting)?;
-    let calibration =
-        CalibrationSet::from_path(&quantizer.model, calib_dir, quantizer.setting.pipeline.calibration.steps)?;
+    let calibration = open_calibration(&quantizer, calib_dir, &mut mppq_passes::NoProgress)?;
     quantizer.quantize(&calibration, &mut mppq_passes::NoProgress)?;
     Ok(QuantizedModel { quantizer, calibration })
+}
+
+/// The calibration data at `path`, read as the quantizer's setting says (`[data]`, and
+/// `pipeline.calibration.steps` batches at most).
+pub fn open_calibration(q: &ModelQuantizer, path: &Path, progress: &mut dyn ProgressSink) -> Result<CalibrationSet> {
+    CalibrationSet::open(&q.model, path, &q.setting.data, q.setting.pipeline.calibration.steps, progress)
 }
 
 /// What a `quantize`/`analyse` run did, for printing.
@@ -289,6 +292,8 @@ pub struct JobSummary {
     pub opset_upgrade: Option<mppq_ir::morph::OpsetUpgrade>,
     /// Set when the model cannot reach opset 13: it is quantized below, per tensor.
     pub opset_cap: Option<crate::upgrade::OpsetCap>,
+    /// What reading the calibration data decided (a partial batch dropped, batches streamed).
+    pub data_notes: Vec<String>,
 }
 
 impl JobSummary {
@@ -336,15 +341,14 @@ fn run_analysis(
 ) -> Result<crate::analyse::AnalysisReport> {
     let exec = q.executor()?;
     let reference = q.reference_executor()?;
-    let limit = q.setting.analysis.batches.unwrap_or(calib.len()).clamp(1, calib.len().max(1));
-    let batches = calib.to_values(&q.device)?;
+    let batches = calib.first_values(q.setting.analysis.batches, &q.device)?;
     let name = q.model.graph.name.clone();
     crate::analyse::analyse(
         &name,
         &q.model.graph,
         &exec,
         reference.as_ref(),
-        &batches[..limit.min(batches.len())],
+        &batches,
         &q.setting.analysis,
         analysis_progress(progress),
     )
@@ -352,6 +356,7 @@ fn run_analysis(
 
 fn summary(
     q: &ModelQuantizer,
+    calib: &CalibrationSet,
     analysis: Option<crate::analyse::AnalysisReport>,
     files: Vec<(String, PathBuf)>,
     started: std::time::Instant,
@@ -369,6 +374,7 @@ fn summary(
         seconds: started.elapsed().as_secs_f64(),
         opset_upgrade: q.opset_upgrade.clone(),
         opset_cap: q.opset_cap.clone(),
+        data_notes: calib.notes().to_vec(),
     }
 }
 
@@ -396,14 +402,14 @@ pub fn quantize_to_dir(
     let started = std::time::Instant::now();
     let staging = crate::staging::Staging::new(out_dir, &[model_path, calib_dir])?;
     let mut q = load_quantizer(model_path, setting)?;
-    let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
+    let calib = open_calibration(&q, calib_dir, progress)?;
     q.quantize(&calib, progress)?;
     let mut files: Vec<(String, PathBuf)> =
         q.export_to(staging.path())?.into_iter().map(|a| (a.what, a.path)).collect();
     let analysis = run_analysis(&q, &calib, progress)?;
     files.extend(write_reports(&analysis, staging.path())?);
     let files = staging.commit(files)?;
-    Ok(summary(&q, Some(analysis), files, started))
+    Ok(summary(&q, &calib, Some(analysis), files, started))
 }
 
 /// `mppq analyse`: quantize in memory (or apply `quant_config`), then analyse; with `out_dir`,
@@ -418,7 +424,7 @@ pub fn analyse_model(
 ) -> Result<JobSummary> {
     let started = std::time::Instant::now();
     let mut q = load_quantizer(model_path, setting)?;
-    let calib = CalibrationSet::from_path(&q.model, calib_dir, q.setting.pipeline.calibration.steps)?;
+    let calib = open_calibration(&q, calib_dir, progress)?;
     match quant_config {
         Some(path) => crate::export::apply_quant_config(&mut q.model, path, &q.setting.pipeline)?,
         None => q.quantize(&calib, progress)?,
@@ -428,5 +434,5 @@ pub fn analyse_model(
         Some(dir) => write_reports(&analysis, dir)?,
         None => Vec::new(),
     };
-    Ok(summary(&q, Some(analysis), files, started))
+    Ok(summary(&q, &calib, Some(analysis), files, started))
 }

@@ -23,6 +23,8 @@ pub struct QuantizeSetting {
     pub ignore: Vec<String>,
     /// Compute device.
     pub device: DeviceKind,
+    /// How calibration files become input tensors (batching, image preprocessing, raw shapes).
+    pub data: crate::calib::DataSetting,
     /// Pass pipeline knobs (fusion, calibration, alignment, baking, ...).
     pub pipeline: mppq_passes::PipelineSetting,
     /// Exporters to run (`mppq exporters` lists them); the platform's defaults when absent.
@@ -43,6 +45,7 @@ impl Default for QuantizeSetting {
             quantizer: QuantizerOptions::default(),
             ignore: Vec::new(),
             device: DeviceKind::Cpu,
+            data: Default::default(),
             pipeline: Default::default(),
             exporters: None,
             export: BTreeMap::new(),
@@ -113,6 +116,9 @@ mod tests {
             ..Default::default()
         };
         s.quantizer.bits = Some(4);
+        s.data.image.resize = Some("256".into());
+        s.data.image.mean = vec![0.485, 0.456, 0.406];
+        s.data.input_shape.insert("x".into(), vec![1, 3, 224, 224]);
         s.export.insert("qdq".into(), serde_json::json!({"weights_as_integers": false, "min_opset": 17}));
         let dir = tempfile::tempdir().unwrap();
         let toml_path = dir.path().join("s.toml");

@@ -31,7 +31,7 @@ fn fused_qdq_export_equals_the_simulation() {
     let opsets = |d: &str| exported.opset(d).unwrap_or(0);
     let ours = Executor::new(g, &OpRegistry::builtin(), q.device(), &opsets).unwrap();
     let sim_exec = q.executor().unwrap();
-    for batch in result.calibration.to_values(q.device()).unwrap() {
+    for batch in result.calibration.first_values(None, q.device()).unwrap() {
         let mut sim = QuantSimulation::new(&q.model.graph, BurnFakeQuant);
         let want = sim_exec.run(batch.clone(), &mut [&mut sim]).unwrap();
         let got = ours.run(batch, &mut []).unwrap();

@@ -43,7 +43,7 @@ fn user_platform_quantizes_and_exports() {
 
     // The platform's operator table is what runs: the DSP Relu replaced the built-in one.
     let before = DSP_RELU_CALLS.load(Ordering::Relaxed);
-    let batches = result.calibration.to_values(q.device()).unwrap();
+    let batches = result.calibration.first_values(None, q.device()).unwrap();
     let exec = q.executor().unwrap();
     let fp = exec.run(batches[0].clone(), &mut []).unwrap();
     let mut sim = QuantSimulation::new(graph, BurnFakeQuant);

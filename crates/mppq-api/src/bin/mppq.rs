@@ -81,10 +81,13 @@ enum Command {
 /// Flags shared by `quantize` and `analyse`; each overrides the setting file.
 #[derive(clap::Args)]
 struct QuantArgs {
-    /// Calibration batches: a directory of .npy (single-input models) or .npz files (keys = input
-    /// names), one batch per file, sorted by name.
+    /// Calibration data: a directory (searched recursively, sorted by path) of .npy
+    /// (single-input models) or .npz batches (keys = input names), raw .bin files (see
+    /// --input-shape) or images (JPEG, PNG, BMP; see the image options), or one such file.
     #[arg(long)]
     calib: PathBuf,
+    #[command(flatten)]
+    data: DataArgs,
     /// A setting file (.toml or .json) with every knob; flags below override it.
     #[arg(long)]
     setting: Option<PathBuf>,
@@ -152,6 +155,89 @@ struct QuantArgs {
     quiet: bool,
 }
 
+/// How calibration files become input tensors; each overrides the setting file's `[data]`.
+#[derive(clap::Args)]
+#[command(next_help_heading = "Calibration data")]
+struct DataArgs {
+    /// Images per batch (default: the input's fixed batch size, else 1). A partial last batch is
+    /// kept for a dynamic batch dimension, dropped (and said) for a fixed one.
+    #[arg(long, value_name = "N")]
+    batch: Option<usize>,
+    /// Shape of raw .bin inputs: `1,3,224,224` (the only input) or `NAME:1,3,224,224`
+    /// (repeatable); needed when the model does not declare it.
+    #[arg(long, value_name = "SHAPE", value_parser = parse_input_shape)]
+    input_shape: Vec<(String, Vec<usize>)>,
+    /// Resize images: `S` (shorter side, aspect kept) or `WxH` (exact).
+    #[arg(long, value_name = "SIZE")]
+    resize: Option<String>,
+    /// Fit images inside `WxH` keeping the aspect ratio, padded with --pad-value (YOLO).
+    #[arg(long, value_name = "WxH")]
+    letterbox: Option<String>,
+    /// Center crop after resizing: `S` or `WxH`.
+    #[arg(long, value_name = "SIZE")]
+    crop: Option<String>,
+    /// Resampling filter (Pillow's numbers).
+    #[arg(long, value_enum)]
+    interpolation: Option<mppq_api::calib::Interpolation>,
+    /// Letterbox padding value (default 114).
+    #[arg(long, value_name = "V")]
+    pad_value: Option<u8>,
+    /// Channel order of the input.
+    #[arg(long, value_enum)]
+    channels: Option<mppq_api::calib::Channels>,
+    /// Layout of the input.
+    #[arg(long, value_enum)]
+    layout: Option<mppq_api::calib::Layout>,
+    /// Multiplies 8-bit values before mean/std (default 1/255 = 0.00392156862745098).
+    #[arg(long, value_name = "S")]
+    scale: Option<f32>,
+    /// Per-channel mean subtracted after scaling: `0.485,0.456,0.406` or one value.
+    #[arg(long, value_name = "M,..", value_delimiter = ',', allow_negative_numbers = true)]
+    mean: Option<Vec<f32>>,
+    /// Per-channel std dividing after the mean: `0.229,0.224,0.225` or one value.
+    #[arg(long, value_name = "S,..", value_delimiter = ',')]
+    std: Option<Vec<f32>>,
+}
+
+impl DataArgs {
+    fn apply(&self, d: &mut mppq_api::calib::DataSetting) {
+        d.batch = self.batch.or(d.batch);
+        for (name, shape) in &self.input_shape {
+            d.input_shape.insert(name.clone(), shape.clone());
+        }
+        let i = &mut d.image;
+        if self.resize.is_some() {
+            i.resize = self.resize.clone();
+        }
+        if self.letterbox.is_some() {
+            i.letterbox = self.letterbox.clone();
+        }
+        if self.crop.is_some() {
+            i.crop = self.crop.clone();
+        }
+        i.interpolation = self.interpolation.unwrap_or(i.interpolation);
+        i.pad_value = self.pad_value.unwrap_or(i.pad_value);
+        i.channels = self.channels.unwrap_or(i.channels);
+        i.layout = self.layout.unwrap_or(i.layout);
+        i.scale = self.scale.unwrap_or(i.scale);
+        if let Some(m) = &self.mean {
+            i.mean = m.clone();
+        }
+        if let Some(s) = &self.std {
+            i.std = s.clone();
+        }
+    }
+}
+
+fn parse_input_shape(s: &str) -> std::result::Result<(String, Vec<usize>), String> {
+    let (name, dims) = s.rsplit_once(':').unwrap_or(("", s));
+    let shape: Option<Vec<usize>> = dims.split([',', 'x']).map(|d| d.trim().parse().ok()).collect();
+    match shape {
+        Some(shape) if !shape.is_empty() => Ok((name.to_string(), shape)),
+        _ => Err(format!("`{s}`: expected dims like 1,3,224,224 or NAME:1,3,224,224")),
+    }
+}
+
 impl QuantArgs {
     /// The setting file (or the defaults) with the flags applied on top.
     fn setting(&self) -> Result<mppq_api::QuantizeSetting> {
@@ -162,6 +248,7 @@ impl QuantArgs {
         if let Some(p) = &self.platform {
             s.platform = p.clone();
         }
+        self.data.apply(&mut s.data);
         if self.dispatcher.is_some() {
             s.dispatcher = self.dispatcher.clone();
         }
@@ -328,6 +415,9 @@ fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
     }
     if let Some(cap) = job.opset_cap.as_ref().filter(|_| !quiet) {
         println!("note: {cap}");
+    }
+    for note in job.data_notes.iter().filter(|_| !quiet) {
+        println!("note: calibration data: {note}");
     }
     if verbose {
         if let Some(d) = &job.dispatch {

@@ -46,14 +46,16 @@ pub struct ModelQuantizer {
 pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<ModelQuantizer> {
     let platform = platform_by_name(&setting.platform)?;
     let model = platform.parse(model_path)?;
-    check_versions(model_path, &model)?;
+    check_model(model_path, &model)?;
     ModelQuantizer::new(platform, model, setting)
 }
 
-/// Refuses a model from an ONNX newer than this build knows: its operators may mean what this
-/// build cannot tell, and the export would carry versions no runtime accepts (opset 99 used to
-/// be quantized and written back as 99).
-fn check_versions(path: &Path, model: &Model) -> Result<()> {
+/// Refuses what no quantization can be right for, before any work: a model from an ONNX newer
+/// than this build knows (its operators may mean what this build cannot tell, and the export
+/// would carry versions no runtime accepts: opset 99 used to be written back as 99), one that
+/// declares no opset for its ONNX operators (it used to be read as opset 1 and "converted"),
+/// and one without outputs (calibration then blamed an observer that saw nothing).
+pub fn check_model(path: &Path, model: &Model) -> Result<()> {
     let (max_ir, max_opset) = (mppq_onnx::MAX_IR_VERSION, mppq_onnx::MAX_OPSET);
     if model.ir_version > max_ir {
         return Err(ApiError::data(
@@ -63,6 +65,18 @@ fn check_versions(path: &Path, model: &Model) -> Result<()> {
                 model.ir_version
             ),
         ));
+    }
+    let uses_onnx_ops = model.graph.operations().any(|(_, op)| matches!(op.domain.as_str(), "" | "ai.onnx"));
+    if uses_onnx_ops && model.opset("").is_none() {
+        return Err(ApiError::data(
+            path,
+            "declares no opset for the ONNX domain (its opset_import lists none), so what its operators \
+             mean is unknown: re-export it, or add the opset it was written for (onnx: \
+             model.opset_import.append(onnx.helper.make_opsetid(\"\", N)))",
+        ));
+    }
+    if model.graph.outputs().is_empty() {
+        return Err(ApiError::data(path, "the graph has no outputs: there is nothing to compute or quantize"));
     }
     if let Some(opset) = model.opset("")
         && opset > max_opset

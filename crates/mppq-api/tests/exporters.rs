@@ -231,4 +231,22 @@ fn versions_newer_than_this_build_knows_are_refused_naming_the_file() {
     mppq_onnx::save_model(&m, &newer_ir, &Default::default()).unwrap();
     let err = run(&newer_ir);
     assert!(err.contains("ir99.onnx") && err.contains("IR version 99 is newer"), "{err}");
+
+    // No opset_import at IR >= 3: refused, not read as opset 1 and "converted".
+    let mut none = mppq_onnx::load_model(at17.join("m.onnx")).unwrap();
+    none.opset_imports.clear();
+    let no_opset = dir.path().join("no_opset.onnx");
+    mppq_onnx::save_model(&none, &no_opset, &Default::default()).unwrap();
+    let err = run(&no_opset);
+    assert!(err.contains("no_opset.onnx") && err.contains("declares no opset"), "{err}");
+
+    // No outputs: said so, instead of an observer that "observed nothing".
+    let mut no_outputs = mppq_onnx::load_model(at17.join("m.onnx")).unwrap();
+    for v in no_outputs.graph.outputs().to_vec() {
+        no_outputs.graph.remove_graph_output(v).unwrap();
+    }
+    let path = dir.path().join("no_outputs.onnx");
+    mppq_onnx::save_model(&no_outputs, &path, &Default::default()).unwrap();
+    let err = run(&path);
+    assert!(err.contains("no_outputs.onnx") && err.contains("no outputs"), "{err}");
 }

@@ -63,8 +63,9 @@ pub fn model_from_proto(proto: &ModelProto, base_dir: Option<&Path>, label: &str
             return Err(OnnxError::invalid(label, "opset_import", format!("domain `{domain}` imported twice")));
         }
     }
-    // Very old models (IR < 3) may omit opset_import; ONNX then means opset 1.
-    if opsets.is_empty() {
+    // Before IR 3 there was no opset_import and ONNX meant opset 1. From IR 3 on a model without
+    // one is left without: the quantizer refuses it (guessing 1 "converted" opset-13 models).
+    if opsets.is_empty() && proto.ir_version.unwrap_or(0) < 3 {
         opsets.insert(String::new(), 1);
     }
     let ctx = LoadCtx { src: Source { file: label, base_dir }, opsets: &opsets };

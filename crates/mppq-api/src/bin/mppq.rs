@@ -299,14 +299,22 @@ fn parse_observer(s: &str) -> std::result::Result<mppq_api::ir::quant::ObserverK
     s.parse()
 }
 
+/// Exit codes: 0 success; 1 an error in what the user gave (model, data, flags, setting; the
+/// message says what and how to fix it); 2 an internal error (a bug in mppq: please report it);
+/// clap's own 2 for unparseable command lines.
 fn main() -> std::process::ExitCode {
-    match run(Cli::parse()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
+    let cli = Cli::parse();
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("internal error (a bug in mppq {}; please report it): {info}", env!("CARGO_PKG_VERSION"));
+    }));
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(Ok(())) => std::process::ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             // Library errors carry their whole context in one message; print just that.
             eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(1)
         }
+        Err(_) => std::process::ExitCode::from(2),
     }
 }
 
@@ -336,6 +344,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run { model, input, output, device, quant_config } => {
             let device = device.device()?;
             let mut loaded = mppq_onnx::load_model(&model)?;
+            mppq_api::quantize::check_model(&model, &loaded)?;
             // A QDQ model runs as ONNX Runtime runs it: Q/DQ convolutions fused into integer kernels.
             mppq_ir::morph::fuse_qdq_conv(&mut loaded.graph)?;
             if let Some(path) = &quant_config {

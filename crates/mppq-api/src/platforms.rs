@@ -91,7 +91,9 @@ impl Platform for LowBit {
         if let Some(bits) = o.bits {
             q.activation_bits = bits;
         }
-        if let Some(bits) = o.weight_bits.or(o.bits) {
+        // `bits` is the activations' only: `--bits 8` used to turn the default 4-bit weights
+        // into 8-bit ones too, and `--bits 9` blamed `weight_bits`.
+        if let Some(bits) = o.weight_bits {
             q.weight_bits = bits;
         }
         if let Some(per_channel) = o.per_channel {

@@ -47,7 +47,41 @@ pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<Mod
     let platform = platform_by_name(&setting.platform)?;
     let model = platform.parse(model_path)?;
     check_model(model_path, &model)?;
+    check_not_quantized(model_path, &model)?;
     ModelQuantizer::new(platform, model, setting)
+}
+
+/// Operators of an already quantized model (QDQ or QOperator format).
+const QUANTIZED_OPS: &[&str] = &[
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "QLinearConv",
+    "QLinearMatMul",
+    "ConvInteger",
+    "MatMulInteger",
+    "DynamicQuantizeLinear",
+];
+
+/// Quantizing a quantized model again would stack a second rounding on the first (it used to
+/// happen without a word): refused, naming what was found.
+fn check_not_quantized(path: &Path, model: &Model) -> Result<()> {
+    let found: Vec<&str> = model
+        .graph
+        .operations()
+        .filter(|(_, op)| QUANTIZED_OPS.contains(&op.op_type.as_str()))
+        .map(|(_, op)| op.op_type.as_str())
+        .collect();
+    if let Some(first) = found.first() {
+        return Err(ApiError::data(
+            path,
+            format!(
+                "is already quantized ({} quantization operators, e.g. {first}): give mppq the float model \
+                 (`mppq run` runs this one as it is)",
+                found.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses what no quantization can be right for, before any work: a model from an ONNX newer
@@ -91,6 +125,37 @@ pub fn check_model(path: &Path, model: &Model) -> Result<()> {
     Ok(())
 }
 
+/// Every `--ignore` item must match an operation type or name of the model (or of a sub-graph):
+/// a typo used to quantize everything without a word.
+fn check_ignore_patterns(graph: &mppq_ir::Graph, items: &[String]) -> Result<()> {
+    fn collect<'g>(g: &'g mppq_ir::Graph, out: &mut Vec<(&'g str, &'g str)>) {
+        for (_, op) in g.operations() {
+            out.push((op.op_type.as_str(), op.name.as_str()));
+            for attr in op.attributes.values() {
+                if let mppq_ir::Attribute::Graph(body) = attr {
+                    collect(body, out);
+                }
+            }
+        }
+    }
+    let mut ops = Vec::new();
+    collect(graph, &mut ops);
+    for item in items {
+        let matches = ops.iter().any(|(t, n)| t == item || mppq_dispatch::context::glob_match(item, n));
+        if !matches {
+            let mut types: Vec<&str> = ops.iter().map(|(t, _)| *t).collect();
+            types.sort_unstable();
+            types.dedup();
+            return Err(ApiError::Setting(format!(
+                "ignore `{item}` matches no operation type or name of the model (`*` and `?` are the only \
+                 wildcards; `mppq info` lists the names; types here: {})",
+                types.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Turns a list of op types / name globs into an ignored scope: an item with glob characters or
 /// dots is a name pattern, otherwise an operator type.
 pub fn ignored_scope(items: &[String]) -> IgnoredScope {
@@ -103,6 +168,7 @@ impl ModelQuantizer {
     /// Loads `model` for quantization on `platform`: converts it to opset 13 when it is older
     /// ([`crate::upgrade`]), checks the setting.
     pub fn new(platform: Arc<dyn Platform>, mut model: Model, setting: QuantizeSetting) -> Result<Self> {
+        check_ignore_patterns(&model.graph, &setting.ignore)?;
         let plan = crate::upgrade::upgrade_for_quantization(&mut model)?;
         Self::at_opset(platform, model, setting, plan)
     }
@@ -115,6 +181,9 @@ impl ModelQuantizer {
         setting: QuantizeSetting,
         plan: crate::upgrade::OpsetPlan,
     ) -> Result<Self> {
+        if let Some(mib) = setting.max_tensor_mib {
+            mppq_exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
+        }
         let quantizer: Arc<dyn Quantizer> = platform.quantizer(&setting.quantizer)?.into();
         let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
         dispatcher_by_name(&dispatcher)?;
@@ -437,6 +506,7 @@ pub fn analyse_model(
     progress: &mut dyn ProgressSink,
 ) -> Result<JobSummary> {
     let started = std::time::Instant::now();
+    let staging = out_dir.map(|dir| crate::staging::Staging::new(dir, &[model_path, calib_dir])).transpose()?;
     let mut q = load_quantizer(model_path, setting)?;
     let calib = open_calibration(&q, calib_dir, progress)?;
     match quant_config {
@@ -444,8 +514,11 @@ pub fn analyse_model(
         None => q.quantize(&calib, progress)?,
     }
     let analysis = run_analysis(&q, &calib, progress)?;
-    let files = match out_dir {
-        Some(dir) => write_reports(&analysis, dir)?,
+    let files = match staging {
+        Some(staging) => {
+            let files = write_reports(&analysis, staging.path())?;
+            staging.commit(files)?
+        }
         None => Vec::new(),
     };
     Ok(summary(&q, &calib, Some(analysis), files, started))

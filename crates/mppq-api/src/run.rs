@@ -80,3 +80,32 @@ pub fn output_file_name(name: &str) -> String {
         name.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
     format!("{clean}.npy")
 }
+
+/// File names for all of a run's outputs: [`output_file_name`], with `_2`, `_3`, ... added where
+/// two names would become the same file (`out:0` and `out/0`), so no output overwrites another.
+pub fn output_file_names(names: &[&str]) -> Vec<String> {
+    let mut used = std::collections::HashSet::new();
+    names
+        .iter()
+        .map(|name| {
+            let base = output_file_name(name);
+            let stem = base.trim_end_matches(".npy").to_string();
+            let mut candidate = base;
+            let mut k = 2;
+            while !used.insert(candidate.to_ascii_lowercase()) {
+                candidate = format!("{stem}_{k}.npy");
+                k += 1;
+            }
+            candidate
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn outputs_whose_names_clash_get_distinct_files() {
+        let names = super::output_file_names(&["out:0", "out/0", "out_0", "y"]);
+        assert_eq!(names, ["out_0.npy", "out_0_2.npy", "out_0_3.npy", "y.npy"]);
+    }
+}

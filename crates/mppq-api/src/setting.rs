@@ -25,6 +25,9 @@ pub struct QuantizeSetting {
     pub device: DeviceKind,
     /// How calibration files become input tensors (batching, image preprocessing, raw shapes).
     pub data: crate::calib::DataSetting,
+    /// Largest tensor (MiB) an operator may allocate from computed sizes (Tile, Pad, Expand,
+    /// ...); larger is an error naming the node. Default: half the physical memory.
+    pub max_tensor_mib: Option<u64>,
     /// Pass pipeline knobs (fusion, calibration, alignment, baking, ...).
     pub pipeline: mppq_passes::PipelineSetting,
     /// Exporters to run (`mppq exporters` lists them); the platform's defaults when absent.
@@ -46,6 +49,7 @@ impl Default for QuantizeSetting {
             ignore: Vec::new(),
             device: DeviceKind::Cpu,
             data: Default::default(),
+            max_tensor_mib: None,
             pipeline: Default::default(),
             exporters: None,
             export: BTreeMap::new(),

@@ -21,6 +21,7 @@
 //!   calling the [`hooks`] ([`ExecHook`]) around every operation.
 //! - [`tensor`], [`value`], [`device`], [`error`]: values, devices and errors.
 
+pub mod budget;
 pub mod cpu;
 pub mod device;
 pub mod engine;

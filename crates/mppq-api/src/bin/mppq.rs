@@ -45,6 +45,10 @@ enum Command {
         /// A quant.json written by `mppq quantize`: simulate that quantization (no recalibration).
         #[arg(long)]
         quant_config: Option<PathBuf>,
+        /// Largest tensor (MiB) an operator may allocate from computed sizes (default: half the
+        /// physical memory).
+        #[arg(long, value_name = "MIB")]
+        max_tensor_mib: Option<u64>,
     },
     /// Quantize a model: runs the exporters into OUT_DIR (by default model.qdq.onnx, quant.json,
     /// model.float.onnx), writes OUT_DIR/report.html, lists every file written and prints the
@@ -143,6 +147,10 @@ struct QuantArgs {
     /// Compute device (wgpu: a build with the `wgpu` feature).
     #[arg(long, value_enum)]
     device: Option<mppq_api::setting::DeviceKind>,
+    /// Largest tensor (MiB) an operator may allocate from computed sizes (default: half the
+    /// physical memory); larger is an error naming the node.
+    #[arg(long, value_name = "MIB")]
+    max_tensor_mib: Option<u64>,
     /// Exporter to run (repeatable; see `mppq exporters`); the platform's defaults when absent.
     /// Options go in the setting file's `[export.NAME]` section.
     #[arg(long = "export", value_name = "NAME")]
@@ -284,6 +292,7 @@ impl QuantArgs {
         if let Some(d) = &self.device {
             s.device = *d;
         }
+        s.max_tensor_mib = self.max_tensor_mib.or(s.max_tensor_mib);
         if !self.exporters.is_empty() {
             s.exporters = Some(self.exporters.clone());
         }
@@ -341,7 +350,10 @@ fn run(cli: Cli) -> Result<()> {
             let decisions = mppq_dispatch::dispatcher_by_name(&dispatcher)?.dispatch(&loaded.graph, &ctx)?;
             print!("{decisions}");
         }
-        Command::Run { model, input, output, device, quant_config } => {
+        Command::Run { model, input, output, device, quant_config, max_tensor_mib } => {
+            if let Some(mib) = max_tensor_mib {
+                mppq_api::exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
+            }
             let device = device.device()?;
             let mut loaded = mppq_onnx::load_model(&model)?;
             mppq_api::quantize::check_model(&model, &loaded)?;
@@ -350,19 +362,27 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(path) = &quant_config {
                 mppq_api::export::apply_quant_config(&mut loaded, path, &Default::default())?;
             }
+            // Outputs are staged and appear together at the end, never over an input.
+            let staging = mppq_api::staging::Staging::new(&output, &[&model, &input])?;
             let files = mppq_api::run::input_files(&input)?;
+            let mut written = Vec::new();
             for file in &files {
-                let out_dir =
-                    if input.is_dir() { output.join(file.file_stem().unwrap_or_default()) } else { output.clone() };
+                let sub =
+                    if input.is_dir() { PathBuf::from(file.file_stem().unwrap_or_default()) } else { PathBuf::new() };
+                let out_dir = staging.path().join(&sub);
                 let feeds = mppq_api::run::read_feeds(&loaded, file)?;
                 let outputs = mppq_api::run::run_model_with(&loaded, feeds, &device, quant_config.is_some())?;
                 std::fs::create_dir_all(&out_dir)
                     .map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", out_dir.display()))?;
-                for (name, data) in outputs {
-                    let path = out_dir.join(mppq_api::run::output_file_name(&name));
-                    mppq_api::npy::write_npy(&path, &data)?;
-                    println!("{name}: {} {:?} -> {}", data.dtype(), data.shape(), path.display());
+                let names: Vec<&str> = outputs.iter().map(|(n, _)| n.as_str()).collect();
+                for ((name, data), file_name) in outputs.iter().zip(mppq_api::run::output_file_names(&names)) {
+                    let path = out_dir.join(file_name);
+                    mppq_api::npy::write_npy(&path, data)?;
+                    written.push((format!("{name}: {} {:?}", data.dtype(), data.shape()), path));
                 }
+            }
+            for (what, path) in staging.commit(written)? {
+                println!("{what} -> {}", path.display());
             }
         }
         Command::Quantize { model, quant, output, print_setting } => {

@@ -121,6 +121,19 @@ impl TensorQuantConfig {
             if let Some(s) = self.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
                 return fail(format!("scale {s} is not a positive finite number"));
             }
+            // A zero point is an integer of the quantized range (1e30 used to be accepted).
+            if !self.policy.is_floating()
+                && let Some(o) = self.offset.iter().find(|o| {
+                    !(o.is_finite()
+                        && o.fract() == 0.0
+                        && (self.quant_min as f64..=self.quant_max as f64).contains(&f64::from(**o)))
+                })
+            {
+                return fail(format!(
+                    "offset (zero point) {o} is not an integer in the quantized range [{}, {}]",
+                    self.quant_min, self.quant_max
+                ));
+            }
             if self.policy.is_symmetric() && self.offset.iter().any(|o| *o != 0.0) {
                 return fail("a symmetric config has zero offsets".into());
             }

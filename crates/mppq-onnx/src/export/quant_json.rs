@@ -267,8 +267,9 @@ fn configs_of(
 }
 
 /// Puts the JSON's precisions and configs on `graph` (matched by operation name; types, slot
-/// counts and tensor names must agree). Operations the JSON does not list are left alone.
-/// Nothing is changed when an error is returned.
+/// counts and tensor names must agree). Every operation of the graph must be listed, as the
+/// writer lists them all: a JSON missing some (or with `"operations": {}`) would otherwise
+/// leave them float without a word. Nothing is changed when an error is returned.
 pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
     let mut updates: Vec<(OpId, TargetPrecision, Option<OperationQuantConfig>)> = Vec::new();
     for (name, e) in &json.operations {
@@ -290,6 +291,22 @@ pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
             _ => return Err(bad(format!("operation `{name}`: give both `inputs` and `outputs`, or neither"))),
         };
         updates.push((id, e.precision, config));
+    }
+    let missing: Vec<&str> =
+        graph.operations().map(|(_, op)| op.name.as_str()).filter(|n| !json.operations.contains_key(*n)).collect();
+    if !missing.is_empty() {
+        let shown: Vec<String> = missing.iter().take(8).map(|n| format!("`{n}`")).collect();
+        return Err(bad(format!(
+            "lists {} of the graph's {} operations; missing {}{} (was it written by `mppq quantize` for this model?)",
+            graph.num_operations() - missing.len(),
+            graph.num_operations(),
+            shown.join(", "),
+            if missing.len() > shown.len() {
+                format!(" and {} more", missing.len() - shown.len())
+            } else {
+                String::new()
+            }
+        )));
     }
     // Sub-graphs are checked on copies first, so an error still changes nothing.
     let mut bodies: Vec<(OpId, String, Graph)> = Vec::new();

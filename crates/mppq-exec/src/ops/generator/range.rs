@@ -48,6 +48,7 @@ impl Kernel for Range {
                 if n as f64 > MAX_LEN {
                     return Err(ctx.err(format!("range of {n} elements is too long")));
                 }
+                crate::budget::check(&[n as usize], 8).map_err(|m| ctx.err(m))?;
                 HostValues::I64((0..n as i64).map(|i| a + i * st).collect())
             }
             Kind::Float => {
@@ -58,6 +59,7 @@ impl Kernel for Range {
                     return Err(ctx.err("range is too long"));
                 }
                 let n = if n.is_nan() || n < 0.0 { 0 } else { n as usize };
+                crate::budget::check(&[n], 8).map_err(|m| ctx.err(m))?;
                 HostValues::F64((0..n).map(|i| a + i as f64 * st).collect())
             }
             Kind::Bool => return Err(ctx.err("boolean ranges are not allowed")),

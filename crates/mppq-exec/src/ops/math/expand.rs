@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::indexing::{dims, empty, int_input, one, shape_err};
+use crate::ops::util::indexing::{dims, empty, int_input, numel, one, shape_err};
 use crate::registry::OpRegistry;
 use crate::tensor::broadcast_shapes;
 use crate::value::Value;
@@ -26,6 +26,7 @@ impl Kernel for Expand {
         let Some(out) = broadcast_shapes(&s, &target) else {
             return Err(shape_err(ctx, &s, &target, "do not broadcast"));
         };
+        numel(ctx, &out)?;
         let x = if s.len() < out.len() {
             let mut lifted = vec![1; out.len() - s.len()];
             lifted.extend_from_slice(&s);

@@ -5,7 +5,7 @@
 use super::slice::slice_axis;
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::indexing::{axes, filled, index_tensor, int_input, one, scalar, select};
+use crate::ops::util::indexing::{axes, filled, index_tensor, int_input, numel, one, scalar, select};
 use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -96,6 +96,13 @@ impl Kernel for Pad {
         if pads.len() != 2 * ax.len() {
             return Err(ctx.err(format!("pads has {} entries for {} axes", pads.len(), ax.len())));
         }
+        // The padded size, checked against the tensor budget before anything is allocated.
+        let mut out = x.shape();
+        for (i, &a) in ax.iter().enumerate() {
+            let size = out[a] as i128 + i128::from(pads[i]) + i128::from(pads[i + ax.len()]);
+            out[a] = usize::try_from(size.max(0)).unwrap_or(usize::MAX);
+        }
+        numel(ctx, &out)?;
         let mut y = x;
         for (i, &a) in ax.iter().enumerate() {
             let (b, e) = (pads[i], pads[i + ax.len()]);

@@ -48,14 +48,7 @@ pub fn zeros(shape: &[usize], like: &Tensor, ctx: &KernelContext<'_>) -> Tensor 
     })
 }
 
-/// Largest element count an operator may allocate for a tensor whose size comes from input
-/// values (guards against absurd sizes turning into allocation aborts).
-pub const MAX_ELEMENTS: usize = 1 << 34;
-
-/// Checks that a shape computed from input values has a sane element count.
+/// Checks a shape computed from input values against the tensor budget ([`crate::budget`]).
 pub fn check_size(ctx: &KernelContext<'_>, shape: &[usize]) -> Result<()> {
-    match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
-        Some(n) if n <= MAX_ELEMENTS => Ok(()),
-        _ => Err(ctx.err(format!("a tensor of shape {shape:?} is too large"))),
-    }
+    crate::budget::check(shape, 4).map(|_| ()).map_err(|m| ctx.err(m))
 }

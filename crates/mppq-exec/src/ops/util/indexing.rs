@@ -100,12 +100,10 @@ pub fn scalar_i64(ctx: &KernelContext<'_>, t: &Tensor, what: &str) -> Result<i64
     }
 }
 
-/// Product of dimensions, failing on overflow.
+/// Product of dimensions; an error when a tensor of that shape would exceed the tensor budget
+/// ([`crate::budget`], counted at 4 bytes per element) or the count overflows.
 pub fn numel(ctx: &KernelContext<'_>, shape: &[usize]) -> Result<usize> {
-    shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| ctx.err(format!("shape {shape:?} has too many elements")))
+    crate::budget::check(shape, 4).map_err(|m| ctx.err(m))
 }
 
 /// An int64 index vector tensor.

@@ -40,17 +40,10 @@ pub fn shape_err(
     }
 }
 
-/// Largest element count an operator may allocate for an output whose size comes from
-/// attributes or input values (guards against absurd sizes turning into aborts).
-pub const MAX_ELEMENTS: usize = 1 << 34;
-
-/// Checks that an output shape computed from attributes or data has a sane element count.
+/// Checks an output shape computed from attributes or data against the tensor budget
+/// ([`crate::budget`]).
 pub fn check_output_size(ctx: &KernelContext<'_>, shape: &[usize]) -> Result<()> {
-    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    match n {
-        Some(n) if n <= MAX_ELEMENTS => Ok(()),
-        _ => Err(shape_err(ctx, shape.to_vec(), vec![], "is too large an output")),
-    }
+    crate::budget::check(shape, 4).map(|_| ()).map_err(|m| shape_err(ctx, shape.to_vec(), vec![], m))
 }
 
 pub fn reshape(x: D, shape: &[usize]) -> D {

@@ -1,0 +1,155 @@
+//! What a user feeds in that used to succeed silently with a wrong result: each case is a
+//! generated reproducer from the hostile-input findings of issue 16, now refused up front with
+//! an error naming the thing and the fix (or, for `--bits`, doing what the flag says).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
+
+use mppq_api::quantize::quantize_to_dir;
+use mppq_api::{QuantizeSetting, quantize_onnx_model};
+use std::path::{Path, PathBuf};
+
+fn testdata() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
+}
+
+fn quantize(model: &Path, setting: QuantizeSetting, out: &Path) -> Result<mppq_api::quantize::JobSummary, String> {
+    quantize_to_dir(model, &testdata().join("tiny_cnn_calib"), setting, out, &mut mppq_api::passes::NoProgress)
+        .map_err(|e| e.to_string())
+}
+
+/// A QDQ model given back to `mppq quantize` is refused (it used to be quantized a second time).
+#[test]
+fn an_already_quantized_model_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    quantize(&testdata().join("tiny_cnn.onnx"), QuantizeSetting::default(), &first).unwrap();
+    let err =
+        quantize(&first.join("model.qdq.onnx"), QuantizeSetting::default(), &dir.path().join("again")).err().unwrap();
+    assert!(err.contains("model.qdq.onnx") && err.contains("already quantized"), "{err}");
+    assert!(!dir.path().join("again").join("model.qdq.onnx").exists());
+}
+
+/// A quant JSON listing no (or not all) operations, or with a zero point outside the integer
+/// range, is refused (it used to run those operations in float, or accept 1e30).
+#[test]
+fn incomplete_or_impossible_quant_json_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q");
+    quantize(&testdata().join("tiny_cnn.onnx"), QuantizeSetting::default(), &out).unwrap();
+    let text = std::fs::read_to_string(out.join("quant.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let apply = |json: &serde_json::Value| {
+        let path = dir.path().join("edited.json");
+        std::fs::write(&path, serde_json::to_string(json).unwrap()).unwrap();
+        let mut model = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
+        mppq_api::export::apply_quant_config(&mut model, &path, &Default::default()).map_err(|e| e.to_string())
+    };
+    apply(&json).unwrap();
+
+    let mut empty = json.clone();
+    empty["operations"] = serde_json::json!({});
+    let err = apply(&empty).unwrap_err();
+    assert!(err.contains("edited.json") && err.contains("lists 0 of the graph's"), "{err}");
+
+    let mut partial = json.clone();
+    let first = partial["operations"].as_object().unwrap().keys().next().unwrap().clone();
+    partial["operations"].as_object_mut().unwrap().remove(&first);
+    let err = apply(&partial).unwrap_err();
+    assert!(err.contains(&format!("missing `{first}`")), "{err}");
+
+    // The first asymmetric (uint8) activation config gets a zero point of 1e30.
+    let mut huge = json.clone();
+    let ops = huge["operations"].as_object_mut().unwrap();
+    let slot = ops
+        .values_mut()
+        .filter_map(|op| op["outputs"].as_array_mut())
+        .flatten()
+        .find(|t| t["zero_point"].as_array().is_some_and(|z| z.len() == 1) && t["quant_max"] == 255)
+        .expect("an asymmetric activation");
+    slot["zero_point"] = serde_json::json!([1e30]);
+    let err = apply(&huge).unwrap_err();
+    assert!(err.contains("zero point") && err.contains("[0, 255]"), "{err}");
+}
+
+/// `--platform lowbit --bits 8` sets the activations only (it used to make the weights 8-bit
+/// too), and `--bits 9` blames the activation bits (it blamed `weight_bits`).
+#[test]
+fn bits_are_the_activations_bits() {
+    let mut setting = QuantizeSetting { platform: "lowbit".into(), ..Default::default() };
+    setting.quantizer.bits = Some(8);
+    let result =
+        quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting).unwrap();
+    let g = &result.quantizer.model.graph;
+    let conv = g.operations().find(|(_, op)| op.op_type == "Conv").unwrap().1;
+    let configs = conv.quant_config.as_ref().unwrap();
+    assert_eq!(configs.input_configs[1].as_ref().unwrap().num_of_bits, 4, "weights keep lowbit's 4 bits");
+    assert_eq!(configs.input_configs[0].as_ref().unwrap().num_of_bits, 8);
+
+    let mut nine = QuantizeSetting { platform: "lowbit".into(), ..Default::default() };
+    nine.quantizer.bits = Some(9);
+    let err = mppq_api::load_quantizer(&testdata().join("tiny_cnn.onnx"), nine).err().unwrap().to_string();
+    assert!(err.contains("activation_bits") && !err.contains("weight_bits"), "{err}");
+}
+
+/// An `--ignore` item that matches nothing is refused with the model's types (a typo used to
+/// quantize everything).
+#[test]
+fn ignore_items_that_match_nothing_are_refused() {
+    for item in ["Sofmax", "conv[12]", "blocks.*"] {
+        let setting = QuantizeSetting { ignore: vec![item.into()], ..Default::default() };
+        let err = mppq_api::load_quantizer(&testdata().join("tiny_cnn.onnx"), setting).err().unwrap().to_string();
+        assert!(err.contains(&format!("ignore `{item}` matches no operation")) && err.contains("Conv"), "{err}");
+    }
+    for item in ["Conv", "conv*", "relu?"] {
+        let setting = QuantizeSetting { ignore: vec![item.into()], ..Default::default() };
+        assert!(mppq_api::load_quantizer(&testdata().join("tiny_cnn.onnx"), setting).is_ok(), "{item}");
+    }
+}
+
+/// An operator whose output size comes from data (Tile, Pad, Expand, ConstantOfShape) and would
+/// exceed the tensor budget is an error naming the node, not an allocation abort; the budget is
+/// the user's to set.
+#[test]
+fn absurd_output_sizes_are_errors_not_aborts() {
+    use mppq_api::ir::{Graph, Model, Operation, TensorData};
+    let model = |op: &str, second: TensorData, extra: Option<TensorData>| {
+        let mut g = Graph::new("g");
+        let x = g.ensure_variable("x");
+        g.add_graph_input(x).unwrap();
+        let s = g.add_initializer("s", second).unwrap();
+        let mut inputs = vec![Some(x), Some(s)];
+        if let Some(e) = extra {
+            inputs.push(Some(g.add_initializer("e", e).unwrap()));
+        }
+        let y = g.ensure_variable("y");
+        let input = if op == "ConstantOfShape" { &inputs[1..2] } else { &inputs[..] };
+        g.add_operation(Operation::new(op, "huge"), input, &[Some(y)]).unwrap();
+        g.add_graph_output(y).unwrap();
+        Model::new(g, 17)
+    };
+    let x = TensorData::from_vec(vec![2, 2], &[1f32, 2., 3., 4.]).unwrap();
+    let cases = [
+        ("Tile", TensorData::from_vec(vec![2], &[1i64 << 20, 1 << 20]).unwrap(), None),
+        ("Expand", TensorData::from_vec(vec![4], &[1i64 << 20, 1 << 20, 2, 2]).unwrap(), None),
+        ("Pad", TensorData::from_vec(vec![4], &[0i64, 0, 1 << 40, 1 << 40]).unwrap(), None),
+        ("ConstantOfShape", TensorData::from_vec(vec![2], &[1i64 << 30, 1 << 30]).unwrap(), None),
+    ];
+    for (op, second, extra) in cases {
+        let m = model(op, second, extra);
+        let feeds = vec![("x".to_string(), x.clone())];
+        let device = mppq_api::exec::Device::cpu();
+        let err = mppq_api::run::run_model(&m, feeds, &device).unwrap_err().to_string();
+        assert!(err.contains("huge") && err.contains(op) && err.contains("MiB one tensor may take"), "{op}: {err}");
+    }
+    // A user's budget refuses what the default allows: 64 MiB for a 2 x 2^22 Tile (also 64 MiB: allowed)
+    // and a 2 x 2^23 one (128 MiB: refused).
+    mppq_api::exec::budget::set_max_tensor_bytes(64 << 20);
+    let run = |reps: i64| {
+        let m = model("Tile", TensorData::from_vec(vec![2], &[1i64, reps]).unwrap(), None);
+        let feeds = vec![("x".to_string(), x.clone())];
+        mppq_api::run::run_model(&m, feeds, &mppq_api::exec::Device::cpu()).map(|_| ()).map_err(|e| e.to_string())
+    };
+    assert!(run(1 << 22).is_ok());
+    assert!(run(1 << 23).unwrap_err().contains("over the 64 MiB"));
+    mppq_api::exec::budget::set_max_tensor_bytes(0);
+}

@@ -267,9 +267,9 @@ fn configs_of(
 }
 
 /// Puts the JSON's precisions and configs on `graph` (matched by operation name; types, slot
-/// counts and tensor names must agree). Every operation of the graph must be listed, as the
-/// writer lists them all: a JSON missing some (or with `"operations": {}`) would otherwise
-/// leave them float without a word. Nothing is changed when an error is returned.
+/// counts and tensor names must agree). A JSON listing no operation, or leaving out one with
+/// weights, is refused: it would leave them float without a word. Nothing is changed when an
+/// error is returned.
 pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
     let mut updates: Vec<(OpId, TargetPrecision, Option<OperationQuantConfig>)> = Vec::new();
     for (name, e) in &json.operations {
@@ -292,13 +292,26 @@ pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
         };
         updates.push((id, e.precision, config));
     }
-    let missing: Vec<&str> =
-        graph.operations().map(|(_, op)| op.name.as_str()).filter(|n| !json.operations.contains_key(*n)).collect();
+    // The writer lists every operation, but a graph rebuilt from the float model may keep
+    // operations the quantization pipeline folded away (constant paths, in sub-graphs too): so
+    // an operation left out is an error when it carries weights, or when none is listed.
+    let weighted = |op: &mppq_ir::Operation| {
+        let roles = mppq_ir::op_roles(op);
+        op.inputs().iter().enumerate().any(|(slot, v)| {
+            matches!(roles.input(slot), mppq_ir::InputRole::Weight { .. })
+                && v.is_some_and(|v| graph.variable(v).is_ok_and(|x| x.value.is_some()))
+        })
+    };
+    let listed = graph.operations().filter(|(_, op)| json.operations.contains_key(&op.name)).count();
+    let missing: Vec<&str> = graph
+        .operations()
+        .filter(|(_, op)| !json.operations.contains_key(&op.name) && (listed == 0 || weighted(op)))
+        .map(|(_, op)| op.name.as_str())
+        .collect();
     if !missing.is_empty() {
         let shown: Vec<String> = missing.iter().take(8).map(|n| format!("`{n}`")).collect();
         return Err(bad(format!(
-            "lists {} of the graph's {} operations; missing {}{} (was it written by `mppq quantize` for this model?)",
-            graph.num_operations() - missing.len(),
+            "lists {listed} of the graph's {} operations; missing {}{} (was it written by `mppq quantize` for this model?)",
             graph.num_operations(),
             shown.join(", "),
             if missing.len() > shown.len() {
@@ -404,5 +417,13 @@ mod tests {
         let err = apply_quant_json(&mut g, &json).unwrap_err().to_string();
         assert!(err.contains("`relu` has 1 inputs but the JSON gives 2"), "{err}");
         assert_eq!(g, m.graph);
+        // An operation without weights may be left out (the pipeline may have folded it away);
+        // a JSON listing none is refused.
+        let mut json = to_quant_json(&m).unwrap();
+        json.operations.shift_remove("sig");
+        apply_quant_json(&mut g.clone(), &json).unwrap();
+        json.operations.clear();
+        let err = apply_quant_json(&mut g, &json).unwrap_err().to_string();
+        assert!(err.contains("lists 0 of the graph's 2 operations"), "{err}");
     }
 }

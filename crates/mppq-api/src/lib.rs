@@ -1,7 +1,8 @@
 //! The front door of mppq: the Rust API and the `mppq` command-line program.
 //!
 //! It owns what a user touches directly: model inspection ([`info`]), running a model on NumPy
-//! data ([`run`], [`npy`]), calibration data ([`calib`]), platforms ([`platform`]: register your
+//! data ([`run`], [`npy`]), calibration data ([`calib`]: NumPy batches, raw `.bin` files, image folders with their
+//! preprocessing; bounded in memory), outputs that appear together ([`staging`]), platforms ([`platform`]: register your
 //! own dispatcher/quantizer/operators/exporter bundle), the quantization run ([`quantize`]: the
 //! seeds' `load_quantizer` → `quantize` → `export`, and the one-call [`quantize_onnx_model`]),
 //! its setting file ([`setting`]), quantization inside If branches and Loop/Scan bodies ([`control_flow`]), the exporter registry and built-in exporters ([`export`]) and

@@ -12,6 +12,8 @@
 //!   implementation, registration), in folders named after ONNX's operator families
 //!   (controlflow, generator, logical, math, nn, object_detection, optional, quantization,
 //!   reduction, rnn, sequence, signal, tensor).
+//! - [`budget`]: the largest tensor an operator may allocate from computed sizes (checked before
+//!   allocating, so an absurd size is an error naming the node, not an abort).
 //! - [`cpu`]: the hand-written CPU kernels (convolution on a packed matrix product, max pooling)
 //!   and zero-copy access to the CPU backend's float32 buffers.
 //! - [`simulation`]: quantization simulation: the [`QuantSimulation`] hook, the fake-quantization

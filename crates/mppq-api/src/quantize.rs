@@ -192,6 +192,12 @@ impl ModelQuantizer {
         let exporters = resolve_exporters(&setting, &platform.exporters())?;
         setting.budget.validate()?;
         setting.pipeline.validate()?;
+        if setting.analysis.batches == Some(0) {
+            // It used to be raised to 1 without a word.
+            return Err(ApiError::Setting(
+                "analysis.batches = 0: the analysis needs at least one batch (leave it out for 4)".into(),
+            ));
+        }
         // Configs, reports and the quantization JSON name operations: each needs its own name.
         model.graph.name_operations();
         Ok(Self {

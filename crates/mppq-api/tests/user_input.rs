@@ -91,6 +91,15 @@ fn bits_are_the_activations_bits() {
     assert!(err.contains("activation_bits") && !err.contains("weight_bits"), "{err}");
 }
 
+/// `analysis.batches = 0` is refused (it was raised to 1 without a word).
+#[test]
+fn zero_analysis_batches_are_refused() {
+    let mut setting = QuantizeSetting::default();
+    setting.analysis.batches = Some(0);
+    let err = mppq_api::load_quantizer(&testdata().join("tiny_cnn.onnx"), setting).err().unwrap().to_string();
+    assert!(err.contains("analysis.batches = 0"), "{err}");
+}
+
 /// An `--ignore` item that matches nothing is refused with the model's types (a typo used to
 /// quantize everything).
 #[test]

@@ -193,5 +193,11 @@ pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes
     if pipeline.fusion.bn_fold {
         mppq_passes::fold_batchnorm::fold_all(&mut model.graph)?;
     }
-    apply_quant_json(&mut model.graph, &json).map_err(|e| ApiError::Setting(format!("{}: {e}", path.display())))
+    // The JSON is the user's file: name it, not a setting.
+    apply_quant_json(&mut model.graph, &json).map_err(|e| match e {
+        mppq_onnx::export::ExportError::Json { message, .. } => {
+            ApiError::data(path, format!("quantization JSON does not fit the model: {message}"))
+        }
+        other => ApiError::data(path, other.to_string()),
+    })
 }

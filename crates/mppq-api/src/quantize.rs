@@ -48,7 +48,68 @@ pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<Mod
     let model = platform.parse(model_path)?;
     check_model(model_path, &model)?;
     check_not_quantized(model_path, &model)?;
+    check_weights(model_path, &model)?;
     ModelQuantizer::new(platform, model, setting)
+}
+
+/// Initializers must not hold NaN, weights and biases must be finite, BatchNormalization
+/// variances non-negative: each fault used to surface as an observer that "observed NaN",
+/// blaming the calibration data.
+fn check_weights(path: &Path, model: &Model) -> Result<()> {
+    let g = &model.graph;
+    let user = |var| {
+        g.consumers(var)
+            .first()
+            .and_then(|op| g.operation(*op).ok())
+            .map(|op| format!(" (read by {} `{}`)", op.op_type, op.name))
+            .unwrap_or_default()
+    };
+    // Infinity is a legitimate constant (Clip bounds, attention masks), but not as a weight or bias.
+    let weighs = |var| {
+        g.consumers(var).iter().filter_map(|op| g.operation(*op).ok()).any(|op| {
+            let roles = mppq_ir::op_roles(op);
+            op.inputs().iter().enumerate().any(|(slot, v)| {
+                *v == Some(var)
+                    && matches!(roles.input(slot), mppq_ir::InputRole::Weight { .. } | mppq_ir::InputRole::Bias)
+            })
+        })
+    };
+    for (id, var) in g.initializers() {
+        let Some(value) = var.value.as_ref().filter(|v| v.dtype().is_float()) else { continue };
+        let Ok(values) = value.to_f32_vec() else { continue };
+        let bad = values
+            .iter()
+            .position(|v| v.is_nan())
+            .or_else(|| values.iter().position(|v| v.is_infinite()).filter(|_| weighs(id)));
+        if let Some(i) = bad {
+            return Err(ApiError::data(
+                path,
+                format!(
+                    "initializer `{}`{} holds {} at flat index {i}: the model's weights must be finite numbers",
+                    var.name,
+                    user(id),
+                    values[i]
+                ),
+            ));
+        }
+    }
+    for (_, op) in g.operations().filter(|(_, op)| op.op_type == "BatchNormalization") {
+        let Some(var) = op.inputs().get(4).copied().flatten() else { continue };
+        let Some(Ok(values)) = g.variable(var).ok().and_then(|v| v.value.as_ref()).map(|v| v.to_f32_vec()) else {
+            continue;
+        };
+        if let Some(c) = values.iter().position(|v| *v < 0.0) {
+            return Err(ApiError::data(
+                path,
+                format!(
+                    "BatchNormalization `{}` has variance {} at channel {c}: a variance cannot be negative (the \
+                     model's weights are damaged)",
+                    op.name, values[c]
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Operators of an already quantized model (QDQ or QOperator format).

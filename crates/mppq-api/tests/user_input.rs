@@ -162,3 +162,48 @@ fn absurd_output_sizes_are_errors_not_aborts() {
     assert!(run(1 << 23).unwrap_err().contains("over the 64 MiB"));
     mppq_api::exec::budget::set_max_tensor_bytes(0);
 }
+
+/// A NaN weight or a negative BatchNormalization variance is blamed on the model (it used to
+/// read "observed NaN ...; calibration data must be finite").
+#[test]
+fn damaged_weights_are_blamed_on_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
+    let (id, name) = {
+        let g = &m.graph;
+        let (id, v) = g.initializers().find(|(_, v)| v.value.as_ref().is_some_and(|t| t.len() > 4)).unwrap();
+        (id, v.name.clone())
+    };
+    let t = m.graph.variable(id).unwrap().value.clone().unwrap();
+    let mut values = t.to_f32_vec().unwrap();
+    values[3] = f32::NAN;
+    m.graph.variable_mut(id).unwrap().value =
+        Some(mppq_api::ir::TensorData::from_vec(t.shape().to_vec(), &values).unwrap());
+    let path = dir.path().join("nan.onnx");
+    mppq_onnx::save_model(&m, &path, &Default::default()).unwrap();
+    let err = mppq_api::load_quantizer(&path, QuantizeSetting::default()).err().unwrap().to_string();
+    assert!(
+        err.contains("nan.onnx") && err.contains(&format!("`{name}`")) && err.contains("NaN at flat index 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_negative_batchnorm_variance_is_blamed_on_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
+    let (bn, var) = {
+        let g = &m.graph;
+        let (_, op) = g.operations().find(|(_, op)| op.op_type == "BatchNormalization").unwrap();
+        (op.name.clone(), op.inputs()[4].unwrap())
+    };
+    let t = m.graph.variable(var).unwrap().value.clone().unwrap();
+    let mut values = t.to_f32_vec().unwrap();
+    values[1] = -0.25;
+    m.graph.variable_mut(var).unwrap().value =
+        Some(mppq_api::ir::TensorData::from_vec(t.shape().to_vec(), &values).unwrap());
+    let path = dir.path().join("bn.onnx");
+    mppq_onnx::save_model(&m, &path, &Default::default()).unwrap();
+    let err = mppq_api::load_quantizer(&path, QuantizeSetting::default()).err().unwrap().to_string();
+    assert!(err.contains(&format!("`{bn}` has variance -0.25 at channel 1")), "{err}");
+}

@@ -452,6 +452,12 @@ impl CalibrationSet {
         }
     }
 
+    /// The first `count` batches (all when `None`; at least one) as executor feeds.
+    pub fn first_values(&self, count: Option<usize>, device: &Device) -> Result<Vec<Vec<(String, Value)>>> {
+        let n = count.unwrap_or(self.len()).clamp(1, self.len().max(1)).min(self.len());
+        (0..n).map(|i| self.feeds(i, device)).collect()
+    }
+
     /// Batch `index` as executor feeds on `device`.
     pub fn feeds(&self, index: usize, device: &Device) -> Result<Vec<(String, Value)>> {
         let batch = self.batch(index)?;
@@ -463,14 +469,6 @@ impl CalibrationSet {
                     .map_err(|e| ApiError::data(self.describe(index), format!("input `{name}`: {e}")))
             })
             .collect()
-    }
-}
-
-impl CalibrationSet {
-    /// The first `count` batches (all when `None`; at least one) as executor feeds.
-    pub fn first_values(&self, count: Option<usize>, device: &Device) -> Result<Vec<Vec<(String, Value)>>> {
-        let n = count.unwrap_or(self.len()).clamp(1, self.len().max(1)).min(self.len());
-        (0..n).map(|i| self.feeds(i, device)).collect()
     }
 }
 
@@ -496,11 +494,12 @@ impl Errors {
     }
 
     fn into_result(self, what: &Path) -> Result<()> {
-        match self.0.len() {
+        let mut errors = self.0;
+        match errors.len() {
             0 => Ok(()),
-            1 => Err(self.0.into_iter().next().unwrap_or_else(|| ApiError::Setting(String::new()))),
+            1 => Err(errors.remove(0)),
             n => {
-                let mut lines: Vec<String> = self.0.iter().take(20).map(|e| format!("  {e}")).collect();
+                let mut lines: Vec<String> = errors.iter().take(20).map(|e| format!("  {e}")).collect();
                 if n > 20 {
                     lines.push(format!("  … and {} more", n - 20));
                 }

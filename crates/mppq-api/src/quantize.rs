@@ -68,10 +68,8 @@ fn check_weights(path: &Path, model: &Model) -> Result<()> {
     let weighs = |var| {
         g.consumers(var).iter().filter_map(|op| g.operation(*op).ok()).any(|op| {
             let roles = mppq_ir::op_roles(op);
-            op.inputs().iter().enumerate().any(|(slot, v)| {
-                *v == Some(var)
-                    && matches!(roles.input(slot), mppq_ir::InputRole::Weight { .. } | mppq_ir::InputRole::Bias)
-            })
+            let slots = roles.weight_slots().map(|(slot, ..)| slot).chain(roles.bias());
+            slots.into_iter().any(|slot| op.inputs().get(slot).copied().flatten() == Some(var))
         })
     };
     for (id, var) in g.initializers() {

@@ -296,10 +296,8 @@ pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
     // operations the quantization pipeline folded away (constant paths, in sub-graphs too): so
     // an operation left out is an error when it carries weights, or when none is listed.
     let weighted = |op: &mppq_ir::Operation| {
-        let roles = mppq_ir::op_roles(op);
-        op.inputs().iter().enumerate().any(|(slot, v)| {
-            matches!(roles.input(slot), mppq_ir::InputRole::Weight { .. })
-                && v.is_some_and(|v| graph.variable(v).is_ok_and(|x| x.value.is_some()))
+        mppq_ir::op_roles(op).weight_slots().any(|(slot, ..)| {
+            op.inputs().get(slot).copied().flatten().is_some_and(|v| graph.variable(v).is_ok_and(|x| x.value.is_some()))
         })
     };
     let listed = graph.operations().filter(|(_, op)| json.operations.contains_key(&op.name)).count();

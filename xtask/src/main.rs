@@ -4,6 +4,7 @@
 mod backend_tests;
 mod bench;
 mod conformance;
+mod fuzz;
 mod opset_upgrade;
 mod optimize_table;
 mod proto;
@@ -100,6 +101,18 @@ enum Command {
         /// Our device: cpu, or wgpu (a build with `--features wgpu`).
         #[arg(long, default_value = "cpu")]
         device: String,
+    },
+    /// Fuzz one target of xtask/fuzz with libFuzzer (needs `cargo install cargo-fuzz`; builds
+    /// on stable: no sanitizer). Non-zero exit when it found a crash, abort or hang.
+    Fuzz {
+        /// onnx_load, quantize_pipeline, calib_readers or config_readers.
+        target: String,
+        /// How long to fuzz: minutes of the fuzzer's CPU time.
+        #[arg(long, default_value_t = 60.0)]
+        minutes: f64,
+        /// Minimise the corpus afterwards and write it to testdata/fuzz/TARGET.
+        #[arg(long)]
+        keep: bool,
     },
     /// Create (or update) the Python reference environment and print its interpreter path.
     Pyenv,
@@ -202,6 +215,13 @@ fn main() -> Result<()> {
             let mppq_args = mppq_args.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default();
             let opts = real_models::Options { models, ci, mppq, peers, json, mppq_args, timeout_s: timeout };
             if real_models::run(&opts)? { Ok(()) } else { std::process::exit(1) }
+        }
+        Command::Fuzz { target, minutes, keep } => {
+            if fuzz::run(&fuzz::Options { target, minutes, keep })? {
+                Ok(())
+            } else {
+                std::process::exit(1)
+            }
         }
         Command::Pyenv => {
             println!("{}", pyenv::python()?.display());

@@ -482,7 +482,9 @@ fn analysis_progress(progress: &mut dyn ProgressSink) -> impl FnMut(&str, usize,
     }
 }
 
-fn run_analysis(
+/// The graph-wise (and, on request, layer-wise) analysis of a quantized model on the first
+/// `analysis.batches` batches of `calib`: what `quantize_to_dir` writes as the report.
+pub fn run_analysis(
     q: &ModelQuantizer,
     calib: &CalibrationSet,
     progress: &mut dyn ProgressSink,

@@ -160,6 +160,16 @@ fn absurd_output_sizes_are_errors_not_aborts() {
     };
     assert!(run(1 << 22).is_ok());
     assert!(run(1 << 23).unwrap_err().contains("over the 64 MiB"));
+    // Broadcasting and MatMul: [4096, 1] with [1, 8192] gives 2^25 elements (128 MiB) from
+    // inputs of 16 and 32 KiB.
+    let column = TensorData::from_vec(vec![4096, 1], &vec![1f32; 4096]).unwrap();
+    let row = TensorData::from_vec(vec![1, 8192], &vec![1f32; 8192]).unwrap();
+    for op in ["Add", "Sum", "MatMul"] {
+        let m = model(op, row.clone(), None);
+        let feeds = vec![("x".to_string(), column.clone())];
+        let err = mppq_api::run::run_model(&m, feeds, &mppq_api::exec::Device::cpu()).unwrap_err().to_string();
+        assert!(err.contains("huge") && err.contains(op) && err.contains("over the 64 MiB"), "{op}: {err}");
+    }
     mppq_api::exec::budget::set_max_tensor_bytes(0);
 }
 

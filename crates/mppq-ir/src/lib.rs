@@ -28,6 +28,6 @@ pub use attribute::{Attribute, AttributeKind};
 pub use dtype::DataType;
 pub use error::{IrError, Result};
 pub use graph::{Graph, Model, OpId, Operation, VarId, Variable};
-pub use roles::{ChannelAxis, InputRole, OpClass, OpRoles, op_roles};
+pub use roles::{ChannelAxis, InputRole, OpClass, OpRoles, op_roles, types_in_class};
 pub use tensor::TensorData;
 pub use value_type::{Dim, TensorType, ValueType};

@@ -355,6 +355,9 @@ mod tests {
         assert!(err.contains("calibration.percentile = 2"), "{err}");
         let err = PipelineSetting::from_json(r#"{"calibration": {"observer": "best"}}"#).unwrap_err().to_string();
         assert!(err.contains("`best`") && err.contains("minmax"), "{err}");
+        let err =
+            PipelineSetting::from_json(r#"{"fusion": {"activations": ["Relu", "Swish"]}}"#).unwrap_err().to_string();
+        assert!(err.contains("`Swish`") && err.contains("Clip"), "{err}");
         let json = serde_json::to_string(&PipelineSetting::default()).unwrap();
         assert_eq!(PipelineSetting::from_json(&json).unwrap(), PipelineSetting::default());
     }

@@ -231,6 +231,15 @@ impl PipelineSetting {
         if self.guard.batches == 0 {
             return Err(PassError::Setting("guard.batches = 0: use at least 1".into()));
         }
+        // The simulation computes a fused pair as one kernel only for the role table's linear
+        // activations: fusing anything else would quantize differently from what it exports.
+        let fusable = mppq_ir::types_in_class(mppq_ir::OpClass::LinearActivation);
+        if let Some(bad) = self.fusion.activations.iter().find(|a| !fusable.contains(&a.as_str())) {
+            return Err(PassError::Setting(format!(
+                "fusion.activations: `{bad}` is not an activation a computing op can be fused with; use any of {}",
+                fusable.join(", ")
+            )));
+        }
         let sq = &self.smooth_quant;
         if !(0.0..=1.0).contains(&sq.alpha) {
             return Err(PassError::Setting(format!("smooth_quant.alpha = {}: use a value in [0, 1]", sq.alpha)));

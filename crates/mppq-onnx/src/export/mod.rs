@@ -25,6 +25,8 @@ pub enum ExportError {
         .blockers.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
     Opset { from: i64, to: i64, why: String, blockers: Vec<mppq_ir::morph::OpsetBlocker> },
+    #[error("export option `{option}`: {message}")]
+    BadOption { option: String, message: String },
     #[error("quantization JSON `{file}`: {message}")]
     Json { file: String, message: String },
     #[error(transparent)]

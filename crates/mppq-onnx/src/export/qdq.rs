@@ -48,6 +48,26 @@ impl Default for QdqOptions {
     }
 }
 
+impl QdqOptions {
+    /// `min_opset` must be an opset this build writes (opset 99 used to be written as 99).
+    fn check(&self) -> Result<()> {
+        if (QDQ_MIN_OPSET..=crate::MAX_OPSET).contains(&self.min_opset) {
+            return Ok(());
+        }
+        Err(ExportError::BadOption {
+            option: "min_opset".into(),
+            message: format!(
+                "{} is not an opset Q/DQ can be written at; use {QDQ_MIN_OPSET} (QuantizeLinear's first) to {} (the newest this build knows)",
+                self.min_opset,
+                crate::MAX_OPSET
+            ),
+        })
+    }
+}
+
+/// QuantizeLinear and DequantizeLinear exist from opset 10.
+const QDQ_MIN_OPSET: i64 = 10;
+
 /// How one config is written: the Q/DQ element type, whether a Clip must keep a range narrower
 /// than the type's, and the opset / IR version the type needs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -350,6 +370,7 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
 /// (`from`): every operation whose meaning changed on the way can be converted. Calibration of a
 /// large model takes minutes; this refusal then comes first.
 pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<()> {
+    options.check()?;
     let mut to = options.min_opset.max(from);
     let mut why = "Q/DQ";
     for (_, op) in graph.operations() {
@@ -376,6 +397,7 @@ pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<(
 /// Exports `model` (operations carrying calibrated configs) as a float ONNX model with
 /// QuantizeLinear/DequantizeLinear. The input model is not modified.
 pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
+    options.check()?;
     let mut out = model.clone();
     let mut formats = Vec::new();
     collect_formats(&out.graph, options, &mut formats)?;
@@ -680,6 +702,10 @@ mod tests {
         assert_eq!(ops(g, "DequantizeLinear").len(), 5);
 
         let high = export_qdq(&m, &QdqOptions { min_opset: 19, ..Default::default() }).unwrap();
+        for bad in [9, 99] {
+            let err = export_qdq(&m, &QdqOptions { min_opset: bad, ..Default::default() }).unwrap_err().to_string();
+            assert!(err.contains(&format!("`min_opset`: {bad} is not")) && err.contains("use 10"), "{err}");
+        }
         assert_eq!(high.opset(""), Some(19));
         assert!(high.graph.operations().all(|(_, o)| o.opset == 19));
     }

@@ -48,6 +48,10 @@ pub fn matmul(ctx: &KernelContext<'_>, a: Tensor, b: Tensor) -> Result<Tensor> {
     let Some(batch) = broadcast_shapes(&a_shape[..a_shape.len() - 2], &b_shape[..b_shape.len() - 2]) else {
         return Err(shape_err(ctx, sa, sb, "batch dimensions do not broadcast"));
     };
+    // The broadcast operands and the product are allocated in full: the largest must fit the budget.
+    let largest = (n.saturating_mul(k)).max(k.saturating_mul(m)).max(n.saturating_mul(m));
+    let full: Vec<usize> = batch.iter().copied().chain([largest]).collect();
+    crate::budget::check(&full, 4).map_err(|message| shape_err(ctx, sa.clone(), sb.clone(), &message))?;
     let lift = |t: Tensor, own: &[usize], rows: usize, cols: usize| {
         let mut lifted = vec![1; batch.len() + 2 - own.len()];
         lifted.extend_from_slice(own);

@@ -61,7 +61,16 @@ pub fn align_binary(ctx: &KernelContext<'_>, a: Tensor, b: Tensor) -> Result<(Te
 
 /// Brings two tensors (of any types) to their common broadcast shape.
 pub fn align_shapes(ctx: &KernelContext<'_>, a: Tensor, b: Tensor) -> Result<(Tensor, Tensor, Vec<usize>)> {
+    if let Some(out) = broadcast_shapes(&a.shape(), &b.shape()) {
+        within_budget(ctx, &out)?;
+    }
     broadcast_pair(a, b).map_err(|(left, right)| shape_err(ctx, left, right, "do not broadcast"))
+}
+
+/// A broadcast output ([N, 1] with [1, M]) can be far larger than its inputs: checked against the
+/// tensor budget before anything is allocated.
+fn within_budget(ctx: &KernelContext<'_>, shape: &[usize]) -> Result<()> {
+    crate::budget::check(shape, 4).map(|_| ()).map_err(|m| shape_err(ctx, shape.to_vec(), vec![], &m))
 }
 
 /// Brings every tensor to the common broadcast shape of all of them.
@@ -71,6 +80,7 @@ pub fn align_all(ctx: &KernelContext<'_>, ts: Vec<Tensor>) -> Result<Vec<Tensor>
         let s = t.shape();
         out = broadcast_shapes(&out, &s).ok_or_else(|| shape_err(ctx, out.clone(), s.clone(), "do not broadcast"))?;
     }
+    within_budget(ctx, &out)?;
     Ok(ts
         .into_iter()
         .map(|t| {

@@ -58,6 +58,7 @@ pub fn run(opts: &Options) -> Result<bool> {
         .arg(&corpus)
         .arg("-timeout=10")
         .arg("-rss_limit_mb=4096")
+        .args(max_len(&opts.target).map(|n| format!("-max_len={n}")))
         .arg("-print_final_stats=1")
         .arg(format!("-artifact_prefix={}/", artifacts.display()))
         .spawn()
@@ -114,6 +115,12 @@ fn keep_minimised(target: &str, corpus: &Path, kept: &Path) -> Result<()> {
     std::fs::rename(&staged, kept)?;
     println!("kept corpus {}: {} inputs", kept.display(), files(kept)?.len());
     Ok(())
+}
+
+/// Largest input libFuzzer may make. The pipeline target's corpus is kept in git and replayed
+/// by every test run: small models (the seeds are 2–10 KB) keep it a few MB and fast.
+fn max_len(target: &str) -> Option<usize> {
+    (target == "quantize_pipeline").then_some(16 << 10)
 }
 
 /// The triple cargo-fuzz builds for (its `--target` default: the host).

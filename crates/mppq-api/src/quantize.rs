@@ -39,6 +39,8 @@ pub struct ModelQuantizer {
     pub opset_upgrade: Option<mppq_ir::morph::OpsetUpgrade>,
     /// Set when the model cannot reach opset 13: it is quantized below, per tensor.
     pub opset_cap: Option<crate::upgrade::OpsetCap>,
+    /// The ranges of `setting.import_ranges`, read up front.
+    imported: Option<(&'static str, Vec<crate::export::table::ImportedValue>)>,
 }
 
 /// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
@@ -243,6 +245,9 @@ impl ModelQuantizer {
         if let Some(mib) = setting.max_tensor_mib {
             mppq_exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
         }
+        if let Some(iterations) = setting.max_loop_iterations {
+            mppq_exec::budget::set_max_loop_iterations(iterations);
+        }
         let quantizer: Arc<dyn Quantizer> = platform.quantizer(&setting.quantizer)?.into();
         let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
         dispatcher_by_name(&dispatcher)?;
@@ -257,6 +262,7 @@ impl ModelQuantizer {
                 "analysis.batches = 0: the analysis needs at least one batch (leave it out for 4)".into(),
             ));
         }
+        let imported = setting.import_ranges.as_deref().map(crate::export::table::read_ranges).transpose()?;
         // Configs, reports and the quantization JSON name operations: each needs its own name.
         model.graph.name_operations();
         Ok(Self {
@@ -273,6 +279,7 @@ impl ModelQuantizer {
             exporters,
             opset_upgrade: plan.upgrade,
             opset_cap: plan.cap,
+            imported,
         })
     }
 
@@ -326,6 +333,12 @@ impl ModelQuantizer {
             if let Some(cap) = &self.opset_cap {
                 passes.insert(at + 1, Box::new(crate::upgrade::PerTensorBelowOpset13 { cap: cap.clone() }));
             }
+        }
+        if let (Some((format, values)), Some(file)) = (&self.imported, &self.setting.import_ranges)
+            && let Some(at) = passes.iter().position(|p| p.name() == "runtime_calibration")
+        {
+            let import = crate::export::table::ImportRanges { file: file.clone(), format, values: values.clone() };
+            passes.insert(at + 1, Box::new(import));
         }
         let if_inputs = crate::control_flow::capture_if_inputs(self, calib)?;
         let loop_iterations = crate::control_flow::capture_loop_iterations(self, calib)?;
@@ -550,7 +563,9 @@ pub fn quantize_to_dir(
     progress: &mut dyn ProgressSink,
 ) -> Result<JobSummary> {
     let started = std::time::Instant::now();
-    let staging = crate::staging::Staging::new(out_dir, &[model_path, calib_dir])?;
+    let imported = setting.import_ranges.clone();
+    let inputs: Vec<&Path> = [model_path, calib_dir].into_iter().chain(imported.as_deref()).collect();
+    let staging = crate::staging::Staging::new(out_dir, &inputs)?;
     let mut q = load_quantizer(model_path, setting)?;
     let calib = open_calibration(&q, calib_dir, progress)?;
     q.quantize(&calib, progress)?;

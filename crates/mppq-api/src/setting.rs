@@ -28,10 +28,17 @@ pub struct QuantizeSetting {
     /// Largest tensor (MiB) an operator may allocate from computed sizes (Tile, Pad, Expand,
     /// ...); larger is an error naming the node. Default: half the physical memory.
     pub max_tensor_mib: Option<u64>,
+    /// Most iterations one run of a Loop may take; larger is an error naming the node. Default:
+    /// no limit (as in ONNX Runtime: a loop that never ends runs until stopped).
+    pub max_loop_iterations: Option<u64>,
     /// Pass pipeline knobs (fusion, calibration, alignment, baking, ...).
     pub pipeline: mppq_passes::PipelineSetting,
     /// Exporters to run (`mppq exporters` lists them); the platform's defaults when absent.
     pub exporters: Option<Vec<String>>,
+    /// A range file of another tool (QNN/AIMET encodings 0.6.1/1.0.0/2.x, ONNX Runtime's
+    /// calibration cache, TensorRT's calibration cache or dynamic-range JSON) whose values
+    /// replace the calibrated ones of the tensors it names (`crate::export::table`).
+    pub import_ranges: Option<std::path::PathBuf>,
     /// Options per exporter: `[export.qdq]`, `[export.quant-json]`, … (see `crate::export`).
     pub export: BTreeMap<String, crate::export::ExportOptions>,
     /// Error analysis after quantization (graph-wise always; layer-wise on request).
@@ -50,8 +57,10 @@ impl Default for QuantizeSetting {
             device: DeviceKind::Cpu,
             data: Default::default(),
             max_tensor_mib: None,
+            max_loop_iterations: None,
             pipeline: Default::default(),
             exporters: None,
+            import_ranges: None,
             export: BTreeMap::new(),
             analysis: Default::default(),
             budget: Default::default(),

@@ -3,6 +3,9 @@
 //! against it before allocating, so an absurd size is an error naming the node instead of an
 //! allocation failure that aborts the process. Process-wide, as a kernel has no handle on the
 //! run's settings; `mppq` sets it from `max_tensor_mib` / `--max-tensor-mib`.
+//!
+//! Beside it, the iteration budget of one Loop (`max_loop_iterations`): unlimited by default,
+//! as in ONNX Runtime, so a model whose loop never ends runs until stopped unless a limit is set.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +23,22 @@ pub fn max_tensor_bytes() -> u64 {
     match MAX_TENSOR_BYTES.load(Ordering::Relaxed) {
         0 => default_max_tensor_bytes(),
         b => b,
+    }
+}
+
+/// 0: no limit.
+static MAX_LOOP_ITERATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the most iterations one run of a Loop may take (0: no limit, the default).
+pub fn set_max_loop_iterations(iterations: u64) {
+    MAX_LOOP_ITERATIONS.store(iterations, Ordering::Relaxed);
+}
+
+/// The iteration limit in force, if any.
+pub fn max_loop_iterations() -> Option<u64> {
+    match MAX_LOOP_ITERATIONS.load(Ordering::Relaxed) {
+        0 => None,
+        n => Some(n),
     }
 }
 

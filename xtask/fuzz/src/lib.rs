@@ -33,6 +33,10 @@ pub const TARGETS: &[(&str, Target)] = &[
 /// check, not the machine's memory.
 const MAX_TENSOR_MIB: u64 = 256;
 
+/// Most iterations one Loop may run while fuzzing: a mutated trip count (786,435 in the first
+/// timeout found) is a long but legitimate run, not a hang; the limit makes it an error.
+const MAX_LOOP_ITERATIONS: u64 = 1000;
+
 /// Largest synthetic input fed to a mutated model (elements).
 const MAX_INPUT_ELEMENTS: usize = 1 << 16;
 
@@ -55,7 +59,11 @@ pub fn quantize_pipeline(data: &[u8]) {
     if std::fs::write(&model_path, data).is_err() {
         return;
     }
-    let setting = QuantizeSetting { max_tensor_mib: Some(MAX_TENSOR_MIB), ..QuantizeSetting::default() };
+    let setting = QuantizeSetting {
+        max_tensor_mib: Some(MAX_TENSOR_MIB),
+        max_loop_iterations: Some(MAX_LOOP_ITERATIONS),
+        ..QuantizeSetting::default()
+    };
     let Some(mut q) = trace("load", load_quantizer(&model_path, setting)) else { return };
     let Some(batch) = synthetic_batch(&q.model, data) else { return };
     let calib = CalibrationSet::from_batches(&q.model, "fuzz", vec![batch]);
@@ -120,7 +128,11 @@ pub fn config_readers(data: &[u8]) {
         return;
     }
     if name == "quant.json" {
-        let setting = QuantizeSetting { max_tensor_mib: Some(MAX_TENSOR_MIB), ..QuantizeSetting::default() };
+        let setting = QuantizeSetting {
+            max_tensor_mib: Some(MAX_TENSOR_MIB),
+            max_loop_iterations: Some(MAX_LOOP_ITERATIONS),
+            ..QuantizeSetting::default()
+        };
         let Ok(mut q) = load_quantizer(model_path, setting) else { return };
         if mppq_api::export::apply_quant_config(&mut q.model, &path, &q.setting.pipeline).is_err() {
             return;
@@ -132,8 +144,9 @@ pub fn config_readers(data: &[u8]) {
         let _ = q.simulate(feeds);
     } else {
         let Ok(mut setting) = QuantizeSetting::from_file(&path) else { return };
-        // A fuzzed budget of a few bytes would make every later target refuse everything.
+        // The budgets are process-wide: a fuzzed one would change every later input's run.
         setting.max_tensor_mib = Some(MAX_TENSOR_MIB);
+        setting.max_loop_iterations = Some(MAX_LOOP_ITERATIONS);
         let _ = load_quantizer(model_path, setting);
     }
 }

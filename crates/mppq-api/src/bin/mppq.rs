@@ -155,6 +155,11 @@ struct QuantArgs {
     /// Options go in the setting file's `[export.NAME]` section.
     #[arg(long = "export", value_name = "NAME")]
     exporters: Vec<String>,
+    /// Ranges calibrated by another tool, replacing ours for the tensors the file names: QNN/AIMET
+    /// encodings (0.6.1, 1.0.0, 2.x), ONNX Runtime's calibration cache, TensorRT's
+    /// calibration.cache or dynamic-range JSON (recognised by content).
+    #[arg(long, value_name = "FILE")]
+    import_ranges: Option<PathBuf>,
     /// More output: the dispatch table and each pass's report.
     #[arg(short, long, conflicts_with = "quiet")]
     verbose: bool,
@@ -295,6 +300,9 @@ impl QuantArgs {
         s.max_tensor_mib = self.max_tensor_mib.or(s.max_tensor_mib);
         if !self.exporters.is_empty() {
             s.exporters = Some(self.exporters.clone());
+        }
+        if self.import_ranges.is_some() {
+            s.import_ranges = self.import_ranges.clone();
         }
         Ok(s)
     }

@@ -7,15 +7,22 @@
 //! ([`resolve_exporters`]).
 //!
 //! Built-ins, one file each: [`qdq`] (`model.qdq.onnx`), [`quant_json`] (`quant.json`),
-//! [`float_onnx`] (`model.float.onnx`). Adding one is one file plus one line in [`builtin`]
+//! [`float_onnx`] (`model.float.onnx`); the range tables of other toolchains, views of
+//! [`table::rows`]: [`trt_calib_cache`], [`trt_dynamic_range`], [`ort_calib_cache`],
+//! [`qnn_encodings`] (these also read back: [`table::read_ranges`]). Adding one is one file plus one line in [`builtin`]
 //! (see `docs/export.md`, "adding an exporter"). Files are written to a temporary name and
 //! renamed: an existing file is only replaced by a complete one.
 //!
 //! Reading back: [`apply_quant_config`] puts a saved `quant.json` on a float model.
 
 pub mod float_onnx;
+pub mod ort_calib_cache;
 pub mod qdq;
+pub mod qnn_encodings;
 pub mod quant_json;
+pub mod table;
+pub mod trt_calib_cache;
+pub mod trt_dynamic_range;
 
 use crate::error::{ApiError, Result};
 use crate::registry::Registry;
@@ -108,8 +115,15 @@ pub const DEFAULT_EXPORTERS: [&str; 3] = ["qdq", "quant-json", "float-onnx"];
 
 /// Every built-in exporter.
 fn builtin() -> Vec<(String, Arc<dyn Exporter>)> {
-    let all: Vec<Arc<dyn Exporter>> =
-        vec![Arc::new(qdq::Qdq), Arc::new(quant_json::QuantJson), Arc::new(float_onnx::FloatOnnx)];
+    let all: Vec<Arc<dyn Exporter>> = vec![
+        Arc::new(qdq::Qdq),
+        Arc::new(quant_json::QuantJson),
+        Arc::new(float_onnx::FloatOnnx),
+        Arc::new(ort_calib_cache::OrtCalibCache),
+        Arc::new(trt_calib_cache::TrtCalibCache),
+        Arc::new(trt_dynamic_range::TrtDynamicRange),
+        Arc::new(qnn_encodings::QnnEncodings),
+    ];
     all.into_iter().map(|e| (e.name().to_string(), e)).collect()
 }
 
@@ -174,6 +188,17 @@ pub fn export_all(
         files.extend(exporter.export(model, options, dir)?);
     }
     Ok(files)
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file beside it, then a rename).
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let io = |source| ApiError::Io { path: path.display().to_string(), source };
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 /// Puts the configs of a quant JSON (written by the `quant-json` exporter) back on a float model:

@@ -76,7 +76,16 @@ impl Kernel for Loop {
         let scan_n = self.outputs.len() - 1 - carried_n;
         let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); scan_n];
         let mut i: i64 = 0;
+        let limit = crate::budget::max_loop_iterations();
+        // Bytes the scan outputs hold so far: their stack must fit the tensor budget.
+        let mut scan_bytes = vec![0u64; scan_n];
         while cond && max_trip.is_none_or(|m| i < m) {
+            if limit.is_some_and(|l| i as u64 >= l) {
+                return Err(ctx.err(format!(
+                    "the loop has run {i} iterations, the most one Loop may run (max_loop_iterations); raise it if \
+                     the model really loops that long"
+                )));
+            }
             let mut feeds: Vec<(String, Value)> = Vec::with_capacity(self.inputs.len());
             feeds.push((self.inputs[0].clone(), Tensor::from_i64(&[], vec![i], ctx.device).into()));
             feeds.push((self.inputs[1].clone(), Tensor::from_bool(&[], vec![cond], ctx.device).into()));
@@ -96,6 +105,15 @@ impl Kernel for Loop {
                     && (first.shape() != t.shape() || first.dtype() != t.dtype())
                 {
                     return Err(ctx.err(format!("scan output {k} changes shape or type between iterations")));
+                }
+                scan_bytes[k] += t.dtype().packed_len(t.numel()).unwrap_or(t.numel()) as u64;
+                if scan_bytes[k] > crate::budget::max_tensor_bytes() {
+                    return Err(ctx.err(format!(
+                        "scan output {k} grows past the {} MiB one tensor may take after {} iterations \
+                         (max_tensor_mib / --max-tensor-mib)",
+                        crate::budget::max_tensor_bytes() >> 20,
+                        i + 1
+                    )));
                 }
                 scans[k].push(t);
             }
@@ -171,5 +189,37 @@ mod tests {
         let scan = out[1].1.as_tensor().unwrap();
         assert_eq!(scan.shape(), vec![3, 2]);
         assert_eq!(scan.to_f32_vec(), vec![2.0, -2.0, 4.0, -4.0, 8.0, -8.0]);
+    }
+
+    #[test]
+    fn a_loop_past_the_iteration_limit_is_an_error() {
+        let mut g = Graph::new("outer");
+        let c = g.ensure_variable("cond");
+        let x = g.ensure_variable("x0");
+        let (fx, scan) = (g.ensure_variable("x_final"), g.ensure_variable("scan"));
+        for v in [c, x] {
+            g.add_graph_input(v).unwrap();
+        }
+        // No trip count and a condition that stays true: the loop never ends by itself.
+        let node =
+            Operation::new("Loop", "endless").with_opset(13).with_attr("body", Attribute::Graph(Box::new(body())));
+        g.add_operation(node, &[None, Some(c), Some(x)], &[Some(fx), Some(scan)]).unwrap();
+        g.add_graph_output(fx).unwrap();
+        g.add_graph_output(scan).unwrap();
+        let device = Device::cpu();
+        let exec = Executor::new(&g, &OpRegistry::builtin(), &device, &|_| 13).unwrap();
+        let feeds = || -> Vec<(String, Value)> {
+            vec![
+                ("cond".into(), Tensor::from_bool(&[], vec![true], &device).into()),
+                ("x0".into(), Tensor::from_f32(&[2], vec![1.0, -1.0], &device).into()),
+            ]
+        };
+        crate::budget::set_max_loop_iterations(20);
+        let err = exec.run(feeds(), &mut []).unwrap_err().to_string();
+        crate::budget::set_max_loop_iterations(0);
+        assert!(
+            err.contains("endless") && err.contains("20 iterations") && err.contains("max_loop_iterations"),
+            "{err}"
+        );
     }
 }

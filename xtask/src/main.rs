@@ -131,6 +131,9 @@ enum Command {
         /// Quantization setting (.toml/.json: platform, pass knobs, export options), as `mppq quantize --setting`.
         #[arg(long)]
         setting: Option<PathBuf>,
+        /// Platform (overrides the setting's).
+        #[arg(long)]
+        platform: Option<String>,
         /// ONNX Runtime graph optimisations: all, basic or none.
         #[arg(long, default_value = "all")]
         ort_opt: String,
@@ -203,8 +206,8 @@ fn main() -> Result<()> {
         Command::Bench { runs, warmup, threads, json, skip_resnet, profile, device } => {
             bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet, profile, device })
         }
-        Command::QdqCheck { models, json, resnet18, setting, ort_opt } => {
-            let opts = qdq_check::Options { models, resnet18, json, setting, ort_opt };
+        Command::QdqCheck { models, json, resnet18, setting, platform, ort_opt } => {
+            let opts = qdq_check::Options { models, resnet18, json, setting, platform, ort_opt };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::OptimizeTable { resnet18, json } => {

@@ -69,7 +69,7 @@ impl IntegerConv {
         let x = config.input_configs.first()?.as_ref().filter(|c| holds(c) && per_tensor(c) && full_8bit(c))?;
         let w = config.input_configs.get(1)?.as_ref().filter(|c| holds(c) && c.offset.iter().all(|o| *o == 0.0))?;
         let b = match config.input_configs.get(2) {
-            Some(Some(c)) if holds(c) && c.num_of_bits == 32 => Some(c.scale.clone()),
+            Some(Some(c)) if holds(c) && c.num_of_bits > 16 => Some(c.scale.clone()),
             Some(Some(_)) => return None,
             _ => None,
         };

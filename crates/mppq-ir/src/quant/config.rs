@@ -28,7 +28,7 @@ pub struct ConfigLocation {
 pub struct TensorQuantConfig {
     pub policy: QuantizationPolicy,
     pub rounding: RoundingPolicy,
-    /// 2–16 for quantized values, 32 for biases.
+    /// 2–16 for quantized values; up to 32 for biases (held in int32).
     pub num_of_bits: u32,
     /// Smallest and largest quantized value (for floating formats: the representable range).
     pub quant_min: i64,
@@ -91,8 +91,9 @@ impl TensorQuantConfig {
     /// values, and that per-channel configs name an axis.
     pub fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(IrError::InvalidQuantConfig(m));
-        if !(2..=16).contains(&self.num_of_bits) && self.num_of_bits != 32 {
-            return fail(format!("{} bits: use 2–16, or 32 for biases", self.num_of_bits));
+        // Wider than 16 bits only for biases, held in int32 (32, or 30 as PPQ's academic platform).
+        if !(2..=32).contains(&self.num_of_bits) {
+            return fail(format!("{} bits: use 2–16, or up to 32 for biases", self.num_of_bits));
         }
         if self.quant_min >= self.quant_max {
             return fail(format!("quant_min {} must be below quant_max {}", self.quant_min, self.quant_max));

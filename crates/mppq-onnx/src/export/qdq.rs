@@ -104,7 +104,8 @@ fn format_of(c: &TensorQuantConfig, param: bool) -> std::result::Result<QFormat,
     }
     let signed = c.quant_min < 0;
     let (dtype, opset, ir) = match (c.num_of_bits, signed) {
-        (32, _) => (DataType::Int32, 10, 7),
+        // Biases: 32 bits, or fewer than 32 held in int32 (the academic platform's 30).
+        (17..=32, _) => (DataType::Int32, 10, 7),
         (4, true) if param => (DataType::Int4, 21, 10),
         (4, false) if param => (DataType::Uint4, 21, 10),
         (2..=8, true) => (DataType::Int8, 10, 7),
@@ -529,7 +530,7 @@ fn export_parameter(g: &mut Graph, s: &Site, options: &QdqOptions, opset: i64) -
     let v = g.variable(s.var)?;
     let base = v.name.clone();
     let value = v.value.clone().ok_or_else(|| unsupported(g, s.op, s.var, "parameter without value".into()))?;
-    let is_bias = s.config.num_of_bits == 32;
+    let is_bias = s.config.num_of_bits > 16;
     let floating = s.config.policy.is_floating();
     if floating || !options.weights_as_integers && !is_bias {
         let dst = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_dequantized"))))?;

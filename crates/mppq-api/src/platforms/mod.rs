@@ -1,0 +1,26 @@
+//! The built-in platforms, one file each, registered through the same [`Platform`] trait a
+//! user's crate implements (each doubles as an example; `docs/platforms.md`). Each maps the
+//! user's [`crate::QuantizerOptions`] onto its quantizer and refuses the options its target fixes
+//! (an option is never silently ignored).
+
+mod academic;
+mod fp8;
+mod lowbit;
+mod onnxruntime;
+mod tensorrt;
+
+use crate::platform::Platform;
+use mppq_quant::quantizer::Fp8Format;
+use std::sync::Arc;
+
+/// Every built-in platform.
+pub(crate) fn builtin() -> Vec<Arc<dyn Platform>> {
+    vec![
+        Arc::new(onnxruntime::OnnxRuntime),
+        Arc::new(tensorrt::TensorRt),
+        Arc::new(lowbit::LowBit),
+        Arc::new(fp8::Fp8 { name: "fp8-e4m3", format: Fp8Format::E4M3 }),
+        Arc::new(fp8::Fp8 { name: "fp8-e5m2", format: Fp8Format::E5M2 }),
+        Arc::new(academic::Academic),
+    ]
+}

@@ -1,0 +1,42 @@
+//! `default`: ONNX Runtime's QDQ format on CPU (uint8 asymmetric activations, int8 symmetric
+//! per-channel weights, int32 biases; `reduce_range` for x86 CPUs without VNNI).
+
+use crate::error::{ApiError, Result};
+use crate::platform::{Platform, QuantizerOption as O, QuantizerOptions};
+use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer};
+
+/// `default`: ONNX Runtime's QDQ format on CPU.
+pub(crate) struct OnnxRuntime;
+
+impl Platform for OnnxRuntime {
+    fn name(&self) -> &str {
+        "default"
+    }
+    fn description(&self) -> &str {
+        "ONNX Runtime QDQ: uint8 asymmetric activations, int8 symmetric per-channel weights (7-bit with reduce_range, for x86 CPUs without VNNI), int32 biases"
+    }
+    fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
+        o.honour_only(self.name(), &[O::WeightBits, O::Observer, O::ReduceRange])?;
+        let mut q = OnnxRuntimeQuantizer::default();
+        // 8-bit weights by default; ORT's `reduce_range` (7-bit weights) keeps its integer kernels
+        // exact on x86 CPUs without VNNI, where 8-bit products saturate.
+        if o.reduce_range == Some(true) {
+            if o.weight_bits.is_some_and(|b| b != 7) {
+                return Err(ApiError::Setting(
+                    "platform `default`: reduce_range means 7-bit weights; leave weight_bits out or set it to 7".into(),
+                ));
+            }
+            q.weight_bits = 7;
+        }
+        if let Some(bits) = o.weight_bits {
+            if !(2..=8).contains(&bits) {
+                return Err(ApiError::Setting(format!("platform `default`: weight_bits {bits} is outside 2..=8")));
+            }
+            q.weight_bits = bits;
+        }
+        if let Some(observer) = o.observer {
+            q.observer = observer;
+        }
+        Ok(Box::new(q))
+    }
+}

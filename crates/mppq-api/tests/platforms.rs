@@ -1,0 +1,49 @@
+//! Built-in platforms beyond the default: each configures what its target defines. (That its
+//! QDQ export runs in ONNX Runtime with the simulated numbers is `cargo xtask qdq-check
+//! --setting` with the platform; docs/platforms.md.)
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use mppq_api::QuantizeSetting;
+use mppq_api::ir::quant::{ObserverKind, QuantizationState};
+use std::path::Path;
+
+fn testdata() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
+}
+
+/// ACADEMIC_INT8 as PPQ's platform tutorial defines it: only the inputs of Conv/Gemm/ConvTranspose,
+/// uint8 asymmetric percentile data, int8 symmetric per-tensor weights, 30-bit biases, FP32 outputs.
+#[test]
+fn academic_int8_quantizes_only_computing_inputs() {
+    let setting = QuantizeSetting { platform: "academic-int8".into(), ..Default::default() };
+    let q =
+        mppq_api::quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting)
+            .unwrap()
+            .quantizer;
+    let mut convs = 0;
+    for (_, op) in q.model.graph.operations() {
+        let Some(qc) = &op.quant_config else { continue };
+        assert!(["Conv", "Gemm", "ConvTranspose"].contains(&op.op_type.as_str()), "{} {}", op.op_type, op.name);
+        convs += usize::from(op.op_type == "Conv");
+        assert!(qc.output_configs.iter().all(Option::is_none), "{}: outputs stay FP32", op.name);
+        let [x, w, rest @ ..] = qc.input_configs.as_slice() else { panic!("{}", op.name) };
+        let (x, w) = (x.as_ref().unwrap(), w.as_ref().unwrap());
+        assert_eq!(
+            (x.quant_min, x.quant_max, x.observer, x.policy.is_symmetric()),
+            (0, 255, ObserverKind::Percentile, false)
+        );
+        assert_eq!((w.quant_min, w.quant_max, w.scale.len(), w.policy.is_symmetric()), (-128, 127, 1, true));
+        if let [Some(b)] = rest {
+            assert_eq!((b.num_of_bits, b.quant_min, b.quant_max), (30, -(1 << 29), (1 << 29) - 1));
+            assert_ne!(b.state, QuantizationState::PassiveInit, "{}: the bias scale is derived", op.name);
+            assert!((b.scale[0] - x.scale[0] * w.scale[0]).abs() <= b.scale[0] * 1e-6);
+        }
+    }
+    assert_eq!(convs, 3);
+    let dir = tempfile::tempdir().unwrap();
+    for artifact in q.export_to(dir.path()).unwrap() {
+        if artifact.path.extension().is_some_and(|e| e == "onnx") {
+            mppq_api::onnx::load_model(&artifact.path).unwrap();
+        }
+    }
+}

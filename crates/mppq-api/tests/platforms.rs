@@ -47,3 +47,29 @@ fn academic_int8_quantizes_only_computing_inputs() {
         }
     }
 }
+
+/// `pow2-int8`: every scale a power of two (biases too, as products of two), symmetric int8 per
+/// tensor, the largest calibrated value never clipped (the scale rounds up).
+#[test]
+fn pow2_int8_scales_are_powers_of_two() {
+    let setting = QuantizeSetting { platform: "pow2-int8".into(), ..Default::default() };
+    let q =
+        mppq_api::quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting)
+            .unwrap()
+            .quantizer;
+    let mut checked = 0;
+    for (_, op) in q.model.graph.operations() {
+        let Some(qc) = &op.quant_config else { continue };
+        for c in qc.input_configs.iter().chain(&qc.output_configs).flatten() {
+            if !c.state.is_active() {
+                continue;
+            }
+            for s in &c.scale {
+                assert_eq!(s.log2().fract(), 0.0, "{} ({}): scale {s}", op.name, op.op_type);
+            }
+            assert!(c.offset.iter().all(|o| *o == 0.0) && c.scale.len() == 1, "{}", op.name);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "{checked}");
+}

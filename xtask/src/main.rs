@@ -137,6 +137,12 @@ enum Command {
         /// ONNX Runtime graph optimisations: all, basic or none.
         #[arg(long, default_value = "all")]
         ort_opt: String,
+        /// The runtime the export runs in: ort (ONNX Runtime) or openvino.
+        #[arg(long, default_value = "ort")]
+        runtime: String,
+        /// Exit 0 even when a model misses the targets (the table is still printed).
+        #[arg(long)]
+        report_only: bool,
     },
     /// What each optimisation pass and `--optimize` level buys: held-out SNR of the QDQ export
     /// in ONNX Runtime, per testdata model and variant, as a Markdown table (non-zero exit when
@@ -206,8 +212,8 @@ fn main() -> Result<()> {
         Command::Bench { runs, warmup, threads, json, skip_resnet, profile, device } => {
             bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet, profile, device })
         }
-        Command::QdqCheck { models, json, resnet18, setting, platform, ort_opt } => {
-            let opts = qdq_check::Options { models, resnet18, json, setting, platform, ort_opt };
+        Command::QdqCheck { models, json, resnet18, setting, platform, ort_opt, runtime, report_only } => {
+            let opts = qdq_check::Options { models, resnet18, json, setting, platform, ort_opt, runtime, report_only };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::OptimizeTable { resnet18, json } => {

@@ -32,6 +32,11 @@ pub struct Options {
     pub platform: Option<String>,
     /// ORT graph optimisation level: all (default), basic, none.
     pub ort_opt: String,
+    /// The runtime the export runs in: `ort` (ONNX Runtime) or `openvino`.
+    pub runtime: String,
+    /// Print the table but exit 0 on a miss (a runtime whose kernels the simulation does not
+    /// model exactly; its misses are findings to read, not regressions).
+    pub report_only: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -76,17 +81,34 @@ fn batches(dir: &Path) -> Result<Vec<PathBuf>> {
 /// Runs `model` in ONNX Runtime (graph optimisations `opt`) on `files`, writing the outputs of
 /// batch i to `out_dir/ort_<i>.npz` (`python/ort_qdq.py`).
 pub fn run_ort(python: &Path, model: &Path, out_dir: &Path, files: &[PathBuf], opt: &str) -> Result<()> {
+    run_runtime("ort", python, model, out_dir, files, opt)
+}
+
+/// [`run_ort`] in the runtime named (`ort`, or `openvino`: `python/ov_qdq.py`, same outputs).
+pub fn run_runtime(
+    runtime: &str,
+    python: &Path,
+    model: &Path,
+    out_dir: &Path,
+    files: &[PathBuf],
+    opt: &str,
+) -> Result<()> {
+    let script = match runtime {
+        "ort" => "ort_qdq.py",
+        "openvino" => "ov_qdq.py",
+        other => bail!("unknown runtime `{other}`: ort or openvino"),
+    };
     let status = Command::new(python)
-        .arg(crate::pyenv::script("ort_qdq.py"))
+        .arg(crate::pyenv::script(script))
         .arg(model)
         .arg(out_dir)
         .args(files)
         .args(["--opt", opt])
         .stdout(std::process::Stdio::null())
         .status()
-        .context("running ort_qdq.py")?;
+        .with_context(|| format!("running {script}"))?;
     if !status.success() {
-        bail!("ONNX Runtime failed on {}", model.display());
+        bail!("{runtime} failed on {}", model.display());
     }
     Ok(())
 }
@@ -208,7 +230,7 @@ pub fn check_model(
         std::fs::copy(&path, Path::new(&keep).join(format!("{name}.qdq.onnx")))?;
     }
 
-    run_ort(python, &path, dir.path(), &files, &opts.ort_opt)
+    run_runtime(&opts.runtime, python, &path, dir.path(), &files, &opts.ort_opt)
         .with_context(|| format!("{name}: ONNX Runtime on the exported model"))?;
 
     let g = &model.graph;
@@ -343,5 +365,10 @@ pub fn run(opts: &Options) -> Result<bool> {
     if let Some(path) = &opts.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)?)?;
     }
-    Ok(results.iter().all(|r| r.pass))
+    let all = results.iter().all(|r| r.pass);
+    if !all && opts.report_only {
+        println!("(report only: the misses above are reported, not failed)");
+        return Ok(true);
+    }
+    Ok(all)
 }

@@ -178,7 +178,9 @@ mod tests {
     #[test]
     fn builtins_are_listed_and_unknown_names_list_them() {
         let names = platform_names();
-        for n in ["default", "trt-int8", "lowbit", "fp8-e4m3", "fp8-e5m2", "academic-int8", "pow2-int8"] {
+        for n in
+            ["default", "trt-int8", "lowbit", "fp8-e4m3", "fp8-e5m2", "academic-int8", "pow2-int8", "openvino-int8"]
+        {
             assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
         }
         let err = platform_by_name("tensorrt").err().unwrap().to_string();

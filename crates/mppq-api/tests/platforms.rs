@@ -73,3 +73,25 @@ fn pow2_int8_scales_are_powers_of_two() {
     }
     assert!(checked >= 15, "{checked}");
 }
+
+/// `openvino-int8`: the default scheme with narrow-range [−127, 127] weights.
+#[test]
+fn openvino_int8_weights_are_narrow_range() {
+    let setting = QuantizeSetting { platform: "openvino-int8".into(), ..Default::default() };
+    let q =
+        mppq_api::quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting)
+            .unwrap()
+            .quantizer;
+    let mut weights = 0;
+    for (_, op) in q.model.graph.operations() {
+        let Some(qc) = &op.quant_config else { continue };
+        if let Some(Some(w)) = qc.input_configs.get(1).filter(|_| op.op_type == "Conv") {
+            assert_eq!((w.quant_min, w.quant_max, w.scale.len() > 1), (-127, 127, true), "{}", op.name);
+            weights += 1;
+        }
+        if let Some(Some(x)) = qc.input_configs.first() {
+            assert_eq!((x.quant_min, x.quant_max), (0, 255), "{}", op.name);
+        }
+    }
+    assert_eq!(weights, 3);
+}

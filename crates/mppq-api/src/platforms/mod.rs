@@ -7,6 +7,7 @@ mod academic;
 mod fp8;
 mod lowbit;
 mod onnxruntime;
+mod openvino;
 mod pow2;
 mod tensorrt;
 
@@ -22,6 +23,7 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Platform>> {
         Arc::new(lowbit::LowBit),
         Arc::new(fp8::Fp8 { name: "fp8-e4m3", format: Fp8Format::E4M3 }),
         Arc::new(fp8::Fp8 { name: "fp8-e5m2", format: Fp8Format::E5M2 }),
+        Arc::new(openvino::OpenVino),
         Arc::new(academic::Academic),
         Arc::new(pow2::Pow2),
     ]

@@ -93,10 +93,12 @@ fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
     out
 }
 
-/// Checks the header length an `.npy` file claims against the bytes it has, before the parser
-/// allocates what the file claims (a 20-byte file may claim a 4 GiB header).
-fn check_header_length(path: &Path, bytes: &[u8]) -> Result<()> {
-    let (start, claimed) = match (bytes.get(..6), bytes.get(6)) {
+/// Checks an `.npy` header before the parser sees it: the length it claims against the bytes
+/// the file has (a 20-byte file may claim a 4 GiB header), and that the header is a flat Python
+/// dict (`{'descr': …, 'fortran_order': …, 'shape': (…), }`). The parser backtracks
+/// exponentially on deeply nested brackets: a 300-byte header of `[[[[…` took minutes.
+fn check_header(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (start, claimed): (usize, _) = match (bytes.get(..6), bytes.get(6)) {
         (Some(b"\x93NUMPY"), Some(1)) => (10, bytes.get(8..10).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)),
         (Some(b"\x93NUMPY"), Some(2 | 3)) => {
             (12, bytes.get(8..12).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize))
@@ -104,25 +106,48 @@ fn check_header_length(path: &Path, bytes: &[u8]) -> Result<()> {
         _ => return Ok(()), // not an .npy header the parser accepts: it says what is wrong
     };
     let claimed = claimed.ok_or_else(|| ApiError::data(path, "not a .npy file: truncated header"))?;
-    if start + claimed > bytes.len() {
+    let Some(header) = bytes.get(start..start.saturating_add(claimed)) else {
         return Err(ApiError::data(
             path,
             format!("not a .npy file: its header claims {claimed} bytes, the whole file has {}", bytes.len()),
         ));
+    };
+    let not_a_dict = || {
+        ApiError::data(path, "not a .npy file: its header is not a dict of descr, fortran_order and shape".to_string())
+    };
+    if header.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(not_a_dict());
+    }
+    let mut depth = 0usize;
+    for b in header {
+        match b {
+            b'{' | b'(' | b'[' => depth += 1,
+            b'}' | b')' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        // dict → shape tuple is 2; a structured dtype's list of tuples would be 4.
+        if depth > MAX_HEADER_NESTING {
+            return Err(not_a_dict());
+        }
     }
     Ok(())
 }
 
+/// Deepest bracket nesting an `.npy` header may have.
+const MAX_HEADER_NESTING: usize = 4;
+
 /// Reads one `.npy` array.
 pub fn read_npy(path: &Path) -> Result<TensorData> {
     let bytes = std::fs::read(path).map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
-    check_header_length(path, &bytes)?;
+    check_header(path, &bytes)?;
     let npy =
         npyz::NpyFile::new(bytes.as_slice()).map_err(|e| ApiError::data(path, format!("not a .npy file: {e}")))?;
     from_npy(path, "array", npy)
 }
 
-/// Reads every array of an `.npz` archive, sorted by name.
+/// Reads every array of an `.npz` archive, sorted by name. Each member is read whole (its
+/// declared size checked against the tensor budget first: a small archive can inflate to
+/// gigabytes) and its header checked as an `.npy` file's is.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, TensorData)>> {
     let mut archive =
         npyz::npz::NpzArchive::open(path).map_err(|e| ApiError::data(path, format!("not a .npz archive: {e}")))?;
@@ -131,11 +156,24 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, TensorData)>> {
     names.sort();
     let mut arrays = Vec::with_capacity(names.len());
     for name in names {
-        let npy = archive
-            .by_name(&name)
-            .map_err(|e| ApiError::data(path, format!("array `{name}`: {e}")))?
-            .ok_or_else(|| ApiError::data(path, format!("array `{name}` is listed but missing")))?;
-        arrays.push((name.clone(), from_npy(path, &format!("array `{name}`"), npy)?));
+        let what = format!("array `{name}`");
+        let mut member = archive
+            .zip_archive()
+            .by_name(&npyz::npz::file_name_from_array_name(&name))
+            .map_err(|e| ApiError::data(path, format!("{what}: {e}")))?;
+        let size = member.size();
+        let budget = mppq_exec::budget::max_tensor_bytes();
+        if size > budget {
+            return Err(ApiError::data(
+                path,
+                format!("{what} inflates to {} MiB, over the {} MiB one tensor may take", size >> 20, budget >> 20),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        (&mut member).take(size).read_to_end(&mut bytes).map_err(|e| ApiError::data(path, format!("{what}: {e}")))?;
+        check_header(path, &bytes)?;
+        let npy = npyz::NpyFile::new(bytes.as_slice()).map_err(|e| ApiError::data(path, format!("{what}: {e}")))?;
+        arrays.push((name.clone(), from_npy(path, &what, npy)?));
     }
     Ok(arrays)
 }
@@ -248,5 +286,30 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let msg = read_npy(&p).unwrap_err().to_string();
         assert!(msg.contains("huge_shape.npy") && msg.contains("larger than any array"), "{msg}");
+    }
+
+    /// A header of nested brackets sent the parser into exponential backtracking (minutes for
+    /// 300 bytes; found by fuzzing): refused before parsing, at once.
+    #[test]
+    fn a_header_that_is_not_a_flat_dict_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, dict) in [
+            ("nested.npy", format!("{}{{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }}", "[".repeat(200))),
+            (
+                "deep.npy",
+                format!(
+                    "{{'descr': '<f4', 'fortran_order': False, 'shape': {}1,{}, }}",
+                    "(".repeat(50),
+                    ")".repeat(50)
+                ),
+            ),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, npy_v1(&dict)).unwrap();
+            let started = std::time::Instant::now();
+            let msg = read_npy(&p).unwrap_err().to_string();
+            assert!(msg.contains(name) && msg.contains("header is not a dict"), "{msg}");
+            assert!(started.elapsed().as_secs() < 5);
+        }
     }
 }

@@ -224,6 +224,13 @@ fn check_defined(graph: &Graph, g: &GraphProto, file: &str, outer: &HashSet<Stri
             ));
         }
     }
+    // A nameless graph input or output names no tensor (a damaged file): refused, or it would
+    // become a variable called "" that the export writes and no loader accepts.
+    for (what, list) in [("input", &g.input), ("output", &g.output)] {
+        if let Some(i) = list.iter().position(|v| v.name.as_deref().is_none_or(str::is_empty)) {
+            return Err(OnnxError::invalid(file, format!("graph {what} {i}"), "has no name"));
+        }
+    }
     if let Some(missing) = g.output.iter().filter_map(|o| o.name.as_deref()).find(|n| !defined(n)) {
         return Err(OnnxError::invalid(file, format!("graph output `{missing}`"), "is not produced by any node"));
     }

@@ -2,7 +2,7 @@
 //! without a sanitizer (so on our pinned stable toolchain) and with debug assertions (an integer
 //! overflow is a finding). The time given is the fuzzer's own CPU time (user + system), so runs
 //! sharing a machine still fuzz as long as asked; the wall time is printed beside it. The working corpus is `target/fuzz-corpus/TARGET`, seeded from the
-//! kept corpus `testdata/fuzz/TARGET`; `--keep` minimises it afterwards (`cargo fuzz cmin`) and
+//! kept corpus `testdata/fuzz/TARGET`; `--keep` minimises it afterwards (libFuzzer's merge) and
 //! writes it back there, `regression-*` files (inputs that once crashed) always kept.
 
 use anyhow::{Context, Result, bail};
@@ -87,18 +87,30 @@ pub fn run(opts: &Options) -> Result<bool> {
         println!("finding: {}", file.display());
     }
     if opts.keep {
-        keep_minimised(&opts.target, &corpus, &kept)?;
+        keep_minimised(&binary, &corpus, &kept)?;
     }
     // libFuzzer exits 72 when interrupted: how a CPU budget ends.
     Ok((status.success() || status.code() == Some(72)) && crashers.is_empty())
 }
 
-/// Minimises the working corpus and makes it the kept one, keeping every `regression-*` input.
-fn keep_minimised(target: &str, corpus: &Path, kept: &Path) -> Result<()> {
-    let status = cargo_fuzz("cmin", target).arg(corpus).status().context("running cargo fuzz cmin")?;
+/// Minimises the working corpus (libFuzzer's merge, with the binary that fuzzed: `cargo fuzz
+/// cmin` would rebuild it first) and makes it the kept one, keeping every `regression-*` input.
+fn keep_minimised(binary: &Path, corpus: &Path, kept: &Path) -> Result<()> {
+    let merged = corpus.with_extension("merged");
+    let _ = std::fs::remove_dir_all(&merged);
+    std::fs::create_dir_all(&merged)?;
+    let status = Command::new(binary)
+        .arg("-merge=1")
+        .arg("-timeout=10")
+        .arg(&merged)
+        .arg(corpus)
+        .status()
+        .context("running the libFuzzer merge")?;
     if !status.success() {
-        bail!("cargo fuzz cmin failed: {status}");
+        bail!("libFuzzer's merge failed: {status}");
     }
+    let _ = std::fs::remove_dir_all(corpus);
+    std::fs::rename(&merged, corpus)?;
     let regressions: Vec<PathBuf> = files(kept)?
         .into_iter()
         .filter(|f| f.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("regression-")))

@@ -175,6 +175,8 @@ impl Hints {
                 }
                 "MatMul" => {
                     let r = match (self.rank_in(op, 0), self.rank_in(op, 1)) {
+                        // A scalar operand is invalid for MatMul (found by fuzzing: 1 - 1 - 1).
+                        (Some(0), _) | (_, Some(0)) => None,
                         (Some(1), Some(1)) => Some(0),
                         (Some(1), Some(b)) => Some(b - 1),
                         (Some(a), Some(1)) => Some(a - 1),

@@ -156,6 +156,15 @@ impl Kernel for Einsum {
                 tensors.len()
             )));
         }
+        // ONNX gives every operand the one type T; mixed float widths reached Burn's matmul,
+        // which asserts (found by fuzzing).
+        if let Some(other) = tensors.iter().find(|t| t.dtype() != tensors[0].dtype()) {
+            return Err(ctx.err(format!(
+                "operands have different types: {} and {}",
+                tensors[0].dtype(),
+                other.dtype()
+            )));
+        }
         let mut terms = Vec::new();
         let mut ell_rank = 0;
         for (t, sub) in tensors.into_iter().zip(&self.inputs) {

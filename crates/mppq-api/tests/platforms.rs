@@ -11,15 +11,19 @@ fn testdata() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
+/// `testdata/tiny_cnn.onnx` quantized for `platform` on its calibration batches.
+fn quantized_tiny_cnn(platform: &str) -> mppq_api::ModelQuantizer {
+    let setting = QuantizeSetting { platform: platform.into(), ..Default::default() };
+    mppq_api::quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting)
+        .unwrap()
+        .quantizer
+}
+
 /// ACADEMIC_INT8 as PPQ's platform tutorial defines it: only the inputs of Conv/Gemm/ConvTranspose,
 /// uint8 asymmetric percentile data, int8 symmetric per-tensor weights, 30-bit biases, FP32 outputs.
 #[test]
 fn academic_int8_quantizes_only_computing_inputs() {
-    let setting = QuantizeSetting { platform: "academic-int8".into(), ..Default::default() };
-    let q =
-        mppq_api::quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting)
-            .unwrap()
-            .quantizer;
+    let q = quantized_tiny_cnn("academic-int8");
     let mut convs = 0;
     for (_, op) in q.model.graph.operations() {
         let Some(qc) = &op.quant_config else { continue };
@@ -52,11 +56,7 @@ fn academic_int8_quantizes_only_computing_inputs() {
 /// tensor, the largest calibrated value never clipped (the scale rounds up).
 #[test]
 fn pow2_int8_scales_are_powers_of_two() {
-    let setting = QuantizeSetting { platform: "pow2-int8".into(), ..Default::default() };
-    let q =
-        mppq_api::quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting)
-            .unwrap()
-            .quantizer;
+    let q = quantized_tiny_cnn("pow2-int8");
     let mut checked = 0;
     for (_, op) in q.model.graph.operations() {
         let Some(qc) = &op.quant_config else { continue };
@@ -77,11 +77,7 @@ fn pow2_int8_scales_are_powers_of_two() {
 /// `openvino-int8`: the default scheme with narrow-range [−127, 127] weights.
 #[test]
 fn openvino_int8_weights_are_narrow_range() {
-    let setting = QuantizeSetting { platform: "openvino-int8".into(), ..Default::default() };
-    let q =
-        mppq_api::quantize_onnx_model(&testdata().join("tiny_cnn.onnx"), &testdata().join("tiny_cnn_calib"), setting)
-            .unwrap()
-            .quantizer;
+    let q = quantized_tiny_cnn("openvino-int8");
     let mut weights = 0;
     for (_, op) in q.model.graph.operations() {
         let Some(qc) = &op.quant_config else { continue };

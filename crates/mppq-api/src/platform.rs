@@ -4,7 +4,9 @@
 //! that reads a model and the exporters that write what the target loads (by name, from the
 //! exporter registry, `crate::export`).
 //!
-//! Built-ins: `default` (ONNX Runtime QDQ), `trt-int8`, `lowbit`, `fp8-e4m3`, `fp8-e5m2`. Users add
+//! Built-ins (one file each in `platforms/`, listed by `mppq platforms`): `default` (ONNX Runtime
+//! QDQ), the TensorRT, ncnn, Qualcomm, OpenVINO and OpenPPL targets, `lowbit`, FP8, `pow2-int8`,
+//! `academic-int8`. Users add
 //! their own with [`register_platform`] and add or override operators for a platform with
 //! [`register_operation`] — from their own crate, through this public API only
 //! (`examples/custom-platform` does exactly that).
@@ -178,9 +180,22 @@ mod tests {
     #[test]
     fn builtins_are_listed_and_unknown_names_list_them() {
         let names = platform_names();
-        for n in
-            ["default", "trt-int8", "lowbit", "fp8-e4m3", "fp8-e5m2", "academic-int8", "pow2-int8", "openvino-int8"]
-        {
+        for n in [
+            "default",
+            "trt-int8",
+            "trt-lowbit",
+            "trt-implicit-int8",
+            "lowbit",
+            "fp8-e4m3",
+            "fp8-e5m2",
+            "academic-int8",
+            "pow2-int8",
+            "openvino-int8",
+            "ncnn-int8",
+            "qnn-int8",
+            "snpe-int8",
+            "ppl-cuda-int8",
+        ] {
             assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
         }
         let err = platform_by_name("tensorrt").err().unwrap().to_string();

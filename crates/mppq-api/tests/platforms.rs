@@ -91,3 +91,188 @@ fn openvino_int8_weights_are_narrow_range() {
     }
     assert_eq!(weights, 3);
 }
+
+/// `testdata/NAME.onnx` quantized for `platform` on its calibration batches.
+fn quantized(model: &str, platform: &str) -> mppq_api::ModelQuantizer {
+    let setting = QuantizeSetting { platform: platform.into(), ..Default::default() };
+    mppq_api::quantize_onnx_model(
+        &testdata().join(format!("{model}.onnx")),
+        &testdata().join(format!("{model}_calib")),
+        setting,
+    )
+    .unwrap()
+    .quantizer
+}
+
+/// `trt-int8`: TensorRT's explicit-quantization placement. Only the inputs of Conv/Gemm/MatMul
+/// and the skip input of a residual Add are quantized, symmetric int8 with zero point 0, weights
+/// per output channel; no output and no bias is; the QDQ export has Q/DQ in front of those
+/// operations only.
+#[test]
+fn trt_int8_places_qdq_where_tensorrt_wants_it() {
+    for model in ["tiny_mobilenet", "tiny_transformer", "tiny_cnn"] {
+        let q = quantized(model, "trt-int8");
+        let g = &q.model.graph;
+        let (mut weighted, mut residual) = (0, 0);
+        for (_, op) in g.operations() {
+            let Some(qc) = &op.quant_config else { continue };
+            assert!(qc.output_configs.iter().all(Option::is_none), "{model}: {}: outputs stay float", op.name);
+            let active: Vec<_> = qc.input_configs.iter().flatten().filter(|c| c.state.is_active()).collect();
+            for c in &active {
+                assert_eq!((c.num_of_bits, c.quant_min, c.quant_max), (8, -128, 127), "{model}: {}", op.name);
+                assert!(c.offset.iter().all(|z| *z == 0.0), "{model}: {}: zero points are 0", op.name);
+            }
+            match op.op_type.as_str() {
+                "Add" => {
+                    assert!(active.len() <= 1, "{model}: {}: only the skip input", op.name);
+                    residual += active.len();
+                }
+                "Conv" | "ConvTranspose" | "Gemm" | "MatMul" => {
+                    weighted += 1;
+                    if op.op_type == "Conv" {
+                        let w = qc.input_configs[1].as_ref().unwrap();
+                        assert!(
+                            w.scale.len() > 1
+                                || g.variable(op.inputs()[1].unwrap()).unwrap().value.as_ref().unwrap().shape()[0] == 1
+                        );
+                        assert!(
+                            qc.input_configs.get(2).is_none_or(Option::is_none),
+                            "{model}: {}: bias float",
+                            op.name
+                        );
+                    }
+                }
+                other => panic!("{model}: {}: {other} should not be quantized", op.name),
+            }
+        }
+        assert!(weighted > 0, "{model}");
+        if model == "tiny_mobilenet" {
+            assert!(residual > 0, "tiny_mobilenet has residual Adds");
+        }
+        // In the export, every DequantizeLinear of an activation feeds a weighted op or an Add.
+        let dir = tempfile::tempdir().unwrap();
+        q.export_to(dir.path()).unwrap();
+        let qdq = mppq_api::onnx::load_model(dir.path().join("model.qdq.onnx")).unwrap();
+        let g = &qdq.graph;
+        let mut readers = std::collections::BTreeSet::new();
+        for (_, op) in g.operations().filter(|(_, op)| op.op_type == "DequantizeLinear") {
+            for reader in g.consumers(op.outputs()[0].unwrap()) {
+                readers.insert(g.operation(*reader).unwrap().op_type.clone());
+            }
+        }
+        assert!(
+            readers.iter().all(|t| ["Conv", "ConvTranspose", "Gemm", "MatMul", "Add"].contains(&t.as_str())),
+            "{model}: {readers:?}"
+        );
+        assert!(dir.path().join("dynamic_range.json").exists());
+    }
+}
+
+/// `trt-lowbit`: the same placement with 4-bit weights by default, written as INT4 Q/DQ.
+#[test]
+fn trt_lowbit_writes_int4_weights() {
+    let q = quantized_tiny_cnn("trt-lowbit");
+    let mut weights = 0;
+    for (_, op) in q.model.graph.operations().filter(|(_, op)| op.op_type == "Conv") {
+        let w = op.quant_config.as_ref().unwrap().input_configs[1].as_ref().unwrap();
+        assert_eq!((w.num_of_bits, w.quant_min, w.quant_max), (4, -8, 7), "{}", op.name);
+        weights += 1;
+    }
+    assert_eq!(weights, 3);
+    let dir = tempfile::tempdir().unwrap();
+    q.export_to(dir.path()).unwrap();
+    let qdq = mppq_api::onnx::load_model(dir.path().join("model.qdq.onnx")).unwrap();
+    assert!(qdq.opset("").unwrap() >= 21, "INT4 Q/DQ needs opset 21");
+}
+
+/// `ncnn-int8` and its table: the values `ncnn2int8` reads are the reciprocals of our symmetric
+/// scales, per output channel for weights (one per group for a grouped convolution), keyed by
+/// layer name; weight lines first, as `ncnn2table` writes them.
+#[test]
+fn ncnn_table_holds_the_reciprocal_scales_of_each_layer() {
+    use mppq_api::export::ncnn_table;
+    for model in ["tiny_cnn", "tiny_mobilenet"] {
+        let q = quantized(model, "ncnn-int8");
+        let dir = tempfile::tempdir().unwrap();
+        q.export_to(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(ncnn_table::FILE)).unwrap();
+        let ncnn_table::Table { weights, inputs } = ncnn_table::read(&text).unwrap();
+        let first_input = text.lines().position(|l| !l.split_whitespace().next().unwrap().ends_with("_param_0"));
+        assert_eq!(first_input, Some(weights.len()), "{model}: weight lines first");
+        assert_eq!(weights.len(), inputs.len());
+        let g = &q.model.graph;
+        let mut layers = 0;
+        for (_, op) in g.operations() {
+            let Some(qc) = &op.quant_config else { continue };
+            assert!(["Conv", "Gemm"].contains(&op.op_type.as_str()), "{model}: {}", op.name);
+            assert!(qc.output_configs.iter().all(Option::is_none));
+            let (Some(x), Some(w)) = (qc.input_configs[0].as_ref(), qc.input_configs[1].as_ref()) else { continue };
+            assert_eq!((x.quant_min, x.quant_max, w.quant_min, w.quant_max), (-127, 127, -127, 127));
+            let (_, input) = inputs.iter().find(|(n, _)| *n == op.name).unwrap();
+            assert!((input * x.scale[0] - 1.0).abs() < 1e-6, "{model}: {}", op.name);
+            let (_, ws) = weights.iter().find(|(n, _)| *n == op.name).unwrap();
+            let out_channels = g.variable(op.inputs()[1].unwrap()).unwrap().value.as_ref().unwrap().shape()[0];
+            let group = op.attr_int("group", 1).unwrap() as usize;
+            assert_eq!(
+                ws.len(),
+                if group > 1 {
+                    group
+                } else if op.op_type == "Gemm" {
+                    ws.len()
+                } else {
+                    out_channels
+                }
+            );
+            for (i, s) in ws.iter().enumerate() {
+                let ours = if w.scale.len() == 1 { w.scale[0] } else { w.scale[i] };
+                assert!((s * ours - 1.0).abs() < 1e-6, "{model}: {} channel {i}", op.name);
+            }
+            layers += 1;
+        }
+        assert_eq!(layers, weights.len(), "{model}");
+    }
+}
+
+/// `qnn-int8` / `snpe-int8`: uint8 activations; weights int8 symmetric per channel (QNN) or
+/// uint8 asymmetric per tensor (SNPE); the encodings file is written.
+#[test]
+fn qualcomm_platforms_configure_their_weights_and_write_encodings() {
+    for (platform, signed, per_channel) in [("qnn-int8", true, true), ("snpe-int8", false, false)] {
+        let q = quantized_tiny_cnn(platform);
+        for (_, op) in q.model.graph.operations().filter(|(_, op)| op.op_type == "Conv") {
+            let qc = op.quant_config.as_ref().unwrap();
+            let (x, w) = (qc.input_configs[0].as_ref().unwrap(), qc.input_configs[1].as_ref().unwrap());
+            assert_eq!((x.quant_min, x.quant_max), (0, 255), "{platform}: {}", op.name);
+            assert_eq!((w.quant_min < 0, w.scale.len() > 1), (signed, per_channel), "{platform}: {}", op.name);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        q.export_to(dir.path()).unwrap();
+        assert!(dir.path().join("model.encodings").exists(), "{platform}");
+    }
+}
+
+/// `ppl-cuda-int8`: PPQ's PPL JSON beside the float model; per-tensor values are numbers, the
+/// covered range is `scale · (q − zero_point)` at both ends, biases are not listed.
+#[test]
+fn ppl_cuda_json_lists_every_8_bit_tensor() {
+    let q = quantized_tiny_cnn("ppl-cuda-int8");
+    let dir = tempfile::tempdir().unwrap();
+    q.export_to(dir.path()).unwrap();
+    assert!(dir.path().join("model.float.onnx").exists());
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("ppl_cuda.json")).unwrap()).unwrap();
+    let info = json["quant_info"].as_object().unwrap();
+    assert!(info.len() >= 8, "{}", info.len());
+    for (name, t) in info {
+        assert_eq!(t["bit_width"], 8, "{name}");
+        assert_eq!(t["sym"], true, "{name}");
+        if t["per_channel"] == false {
+            let (s, min, max) =
+                (t["scale"].as_f64().unwrap(), t["tensor_min"].as_f64().unwrap(), t["tensor_max"].as_f64().unwrap());
+            assert!((min + 128.0 * s).abs() < 1e-9 && (max - 127.0 * s).abs() < 1e-9, "{name}");
+        } else {
+            assert!(t["scale"].as_array().unwrap().len() > 1, "{name}");
+        }
+    }
+    assert!(json["op_info"].as_object().unwrap().values().all(|v| v["data_type"] == "INT8"));
+}

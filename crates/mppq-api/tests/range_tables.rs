@@ -165,7 +165,7 @@ fn imported_ranges_replace_the_calibrated_ones() {
     let cache = export(&source, "trt-calib-cache", dir.path());
     // Calibrated on one batch only, the ranges differ from the source's eight; imported, they match.
     let run = |import: Option<&Path>, out: &str| {
-        let mut setting = QuantizeSetting { platform: "trt-int8".into(), ..QuantizeSetting::default() };
+        let mut setting = QuantizeSetting { platform: "trt-implicit-int8".into(), ..QuantizeSetting::default() };
         setting.pipeline.calibration.steps = Some(1);
         setting.import_ranges = import.map(Path::to_path_buf);
         let out = dir.path().join(out);

@@ -9,14 +9,17 @@
 //! Built-ins, one file each: [`qdq`] (`model.qdq.onnx`), [`quant_json`] (`quant.json`),
 //! [`float_onnx`] (`model.float.onnx`); the range tables of other toolchains, views of
 //! [`table::rows`]: [`trt_calib_cache`], [`trt_dynamic_range`], [`ort_calib_cache`],
-//! [`qnn_encodings`] (these also read back: [`table::read_ranges`]). Adding one is one file plus one line in [`builtin`]
+//! [`qnn_encodings`] (these also read back: [`table::read_ranges`]); per layer: [`ncnn_table`];
+//! parameter JSONs: [`ppl_cuda_json`]. Adding one is one file plus one line in [`builtin`]
 //! (see `docs/export.md`, "adding an exporter"). Files are written to a temporary name and
 //! renamed: an existing file is only replaced by a complete one.
 //!
 //! Reading back: [`apply_quant_config`] puts a saved `quant.json` on a float model.
 
 pub mod float_onnx;
+pub mod ncnn_table;
 pub mod ort_calib_cache;
+pub mod ppl_cuda_json;
 pub mod qdq;
 pub mod qnn_encodings;
 pub mod quant_json;
@@ -123,6 +126,8 @@ fn builtin() -> Vec<(String, Arc<dyn Exporter>)> {
         Arc::new(trt_calib_cache::TrtCalibCache),
         Arc::new(trt_dynamic_range::TrtDynamicRange),
         Arc::new(qnn_encodings::QnnEncodings),
+        Arc::new(ncnn_table::NcnnTable),
+        Arc::new(ppl_cuda_json::PplCudaJson),
     ];
     all.into_iter().map(|e| (e.name().to_string(), e)).collect()
 }

@@ -6,9 +6,12 @@
 mod academic;
 mod fp8;
 mod lowbit;
+mod ncnn;
 mod onnxruntime;
 mod openvino;
 mod pow2;
+mod ppl_cuda;
+mod qualcomm;
 mod tensorrt;
 
 use crate::platform::Platform;
@@ -20,11 +23,17 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Platform>> {
     vec![
         Arc::new(onnxruntime::OnnxRuntime),
         Arc::new(tensorrt::TensorRt),
+        Arc::new(tensorrt::TensorRtLowBit),
+        Arc::new(tensorrt::TensorRtImplicit),
         Arc::new(lowbit::LowBit),
         Arc::new(fp8::Fp8 { name: "fp8-e4m3", format: Fp8Format::E4M3 }),
         Arc::new(fp8::Fp8 { name: "fp8-e5m2", format: Fp8Format::E5M2 }),
         Arc::new(openvino::OpenVino),
         Arc::new(academic::Academic),
         Arc::new(pow2::Pow2),
+        Arc::new(ncnn::Ncnn),
+        Arc::new(qualcomm::Qnn),
+        Arc::new(qualcomm::Snpe),
+        Arc::new(ppl_cuda::PplCuda),
     ]
 }

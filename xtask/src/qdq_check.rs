@@ -152,12 +152,21 @@ pub fn output_config(g: &Graph, var: VarId) -> Option<TensorQuantConfig> {
 /// The quantization step an output is compared with: its own config's scale, or for a float
 /// output (an FP32 operation such as a final residual Add) the largest step among the quantized
 /// tensors it is computed from, since one-step flips there reach the output unchanged.
+/// An If's output is its branches' output: the largest step among them (each sample takes one).
 pub fn output_step(g: &Graph, var: VarId) -> Option<f32> {
     let per_tensor = |c: TensorQuantConfig| (c.scale.len() == 1).then(|| c.scale[0]);
     if let Some(c) = output_config(g, var) {
         return per_tensor(c);
     }
     let op = g.operation(g.producer(var)?).ok()?;
+    if op.op_type == "If" {
+        let slot = op.outputs().iter().position(|o| *o == Some(var))?;
+        let branches = op.attributes.values().filter_map(|a| match a {
+            mppq_ir::attribute::Attribute::Graph(b) => Some(b.as_ref()),
+            _ => None,
+        });
+        return branches.filter_map(|b| output_step(b, *b.outputs().get(slot)?)).reduce(f32::max);
+    }
     op.input_ids().filter_map(|v| output_config(g, v).and_then(per_tensor)).reduce(f32::max)
 }
 

@@ -17,6 +17,9 @@ input names) and NAME_expected.npz (OpenCV's outputs, keys = output blob names),
 crates/mppq-api/tests/caffe.rs checks against our executor without Python.
 
 --model checks one existing net (e.g. a trained model) the same way and prints the result.
+With --bvlc-only, layers of types outside BVLC Caffe (SSD's Normalize, Permute, PriorBox,
+DetectionOutput, ...) and every layer downstream of them are cut from the prototxt first,
+so the rest of a detector (its backbone and head convolutions) can be compared.
 """
 
 import argparse
@@ -217,6 +220,46 @@ def test_nets():
     return nets
 
 
+BVLC_TYPES = {
+    "Input", "Convolution", "Deconvolution", "Pooling", "InnerProduct", "ReLU", "PReLU", "ELU", "Sigmoid",
+    "TanH", "AbsVal", "BNLL", "Power", "Clip", "BatchNorm", "Scale", "Eltwise", "Concat", "Slice", "Split",
+    "Softmax", "Flatten", "Reshape", "Dropout", "LRN", "Silence",
+}
+
+
+def bvlc_only(text):
+    """The prototxt without the layers of non-BVLC types and those that read their tops."""
+    import re
+
+    head, blocks, depth, start = [], [], 0, None
+    i = 0
+    while i < len(text):
+        if depth == 0 and text.startswith("layer {", i):
+            start, depth = i, 1
+            i += len("layer {")
+            continue
+        c = text[i]
+        if depth:
+            depth += (c == "{") - (c == "}")
+            if depth == 0:
+                blocks.append(text[start : i + 1])
+        else:
+            head.append(c)
+        i += 1
+    kept, dropped, cut = [], [], set()
+    for block in blocks:
+        ltype = re.search(r'^\s*type:\s*"([^"]+)"', block, re.M).group(1)
+        bottoms = re.findall(r'^\s*bottom:\s*"([^"]+)"', block, re.M)
+        tops = re.findall(r'^\s*top:\s*"([^"]+)"', block, re.M)
+        if ltype not in BVLC_TYPES or any(b in cut for b in bottoms):
+            cut.update(tops)
+            dropped.append(ltype)
+        else:
+            kept.append(block)
+    print(f"--bvlc-only: kept {len(kept)} layers, cut {len(dropped)}: " + ", ".join(sorted(set(dropped))))
+    return "".join(head) + "\n".join(kept) + "\n"
+
+
 def opencv_run(prototxt, caffemodel, feeds):
     import cv2
 
@@ -282,6 +325,7 @@ def main():
     ap.add_argument("--out", help="write the nets and OpenCV's outputs here (testdata/caffe)")
     ap.add_argument("--model", nargs=2, metavar=("PROTOTXT", "CAFFEMODEL"))
     ap.add_argument("--input-shape", help="input shape for --model, e.g. 1,3,300,300")
+    ap.add_argument("--bvlc-only", action="store_true", help="with --model: cut non-BVLC layers first")
     args = ap.parse_args()
     PB = caffe_pb2()
     tmp = tempfile.mkdtemp(prefix="caffe_check_")
@@ -290,7 +334,14 @@ def main():
         shape = tuple(int(d) for d in args.input_shape.split(","))
         rng = np.random.default_rng(0)
         feeds = {"data": rng.uniform(-1, 1, size=shape).astype(np.float32)}
-        _, report = compare(args.model[0], args.model[1], feeds, args.converter, tmp)
+        prototxt = args.model[0]
+        if args.bvlc_only:
+            with open(prototxt) as f:
+                pruned = bvlc_only(f.read())
+            prototxt = os.path.join(tmp, "bvlc_only.prototxt")
+            with open(prototxt, "w") as f:
+                f.write(pruned)
+        _, report = compare(prototxt, args.model[1], feeds, args.converter, tmp)
         for name, (diff, scale, ok) in report.items():
             print(f"{name}: max abs diff {diff:.3g} (output scale {scale:.3g}) {'ok' if ok else 'FAIL'}")
             failed += not ok

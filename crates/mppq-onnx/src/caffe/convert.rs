@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 /// Opset of the operations the converter writes.
 pub const CAFFE_OPSET: i64 = 13;
 
-/// Inputs larger than this many elements are refused (a hostile shape must not overflow).
+/// Blobs larger than this many elements are refused (a hostile shape must not overflow).
 const MAX_ELEMENTS: usize = 1 << 40;
 
 /// A blob's current value: its variable and static shape.
@@ -270,6 +270,9 @@ pub(crate) fn convert_net(file: &str, weights_file: &str, net: &NetParameter, we
                     &layer,
                     format!("has {} top(s); this conversion makes {}", param.top.len(), outs.len()),
                 ));
+            }
+            if let Some(big) = outs.iter().find(|v| shape::count(&v.shape).is_none_or(|n| n > MAX_ELEMENTS)) {
+                return Err(state.layer_error(&layer, format!("makes a blob of shape {:?}, too large", big.shape)));
             }
             for (top, value) in param.top.iter().zip(outs) {
                 state.bind(&layer, top, value)?;

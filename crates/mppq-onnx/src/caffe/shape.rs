@@ -32,7 +32,10 @@ pub(crate) fn deconv_out(
     pad: usize,
     dilation: usize,
 ) -> ShapeResult<usize> {
-    let full = stride * (input - 1) + dilation * (kernel - 1) + 1;
+    let full = stride
+        .checked_mul(input - 1)
+        .and_then(|n| n.checked_add(dilation * (kernel - 1) + 1))
+        .ok_or("the deconvolution output size overflows")?;
     full.checked_sub(2 * pad)
         .filter(|&n| n > 0)
         .ok_or_else(|| format!("padding {pad} leaves no output of the deconvolution (full size {full})"))

@@ -19,6 +19,9 @@ pub enum OnnxError {
     ExternalData { file: String, tensor: String, message: String },
     #[error("cannot write `{path}`: {message}")]
     Write { path: String, message: String },
+    /// Reading a Caffe net (`.prototxt` + `.caffemodel`).
+    #[error(transparent)]
+    Caffe(#[from] crate::caffe::CaffeError),
 }
 
 impl OnnxError {

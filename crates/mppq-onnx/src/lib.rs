@@ -4,9 +4,11 @@
 //! It owns the prost types generated from the ONNX schema kept in this crate ([`proto`]), the
 //! conversions of tensors, types and attributes, model [`load`] with validation (every problem a
 //! typed [`OnnxError`] naming the file and the node or field), atomic model [`save`] with
-//! external data for large models, and raising a model's opset ([`opset`]).
+//! external data for large models, raising a model's opset ([`opset`]), and the Caffe frontend
+//! ([`caffe`]: `.prototxt` + `.caffemodel` to the same IR).
 
 pub mod attribute;
+pub mod caffe;
 pub mod error;
 pub mod export;
 pub mod external;
@@ -18,6 +20,7 @@ pub mod tensor;
 pub mod test_data;
 pub mod value_type;
 
+pub use caffe::load_caffe;
 pub use error::{OnnxError, Result};
 pub use load::{decode_tensor_file, load_model, load_model_from_bytes};
 pub use opset::upgrade_model;

@@ -1,6 +1,6 @@
 //! The front door of mppq: the Rust API and the `mppq` command-line program.
 //!
-//! It owns what a user touches directly: model inspection ([`info`]), running a model on NumPy
+//! It owns what a user touches directly: model inspection ([`info`]), model formats ([`parser`]: ONNX, Caffe, the user's), running a model on NumPy
 //! data ([`run`], [`npy`]), calibration data ([`calib`]: NumPy batches, raw `.bin` files, image folders with their
 //! preprocessing; bounded in memory), outputs that appear together ([`staging`]), platforms ([`platform`]: register your
 //! own dispatcher/quantizer/operators/exporter bundle), the quantization run ([`quantize`]: the
@@ -20,6 +20,7 @@ pub mod error;
 pub mod export;
 pub mod info;
 pub mod npy;
+pub mod parser;
 pub mod platform;
 mod platforms;
 pub mod qat;
@@ -34,6 +35,7 @@ pub use calib::CalibrationSet;
 pub use error::{ApiError, Result};
 pub use export::{Artifact, Exporter, exporter_by_name, register_exporter};
 pub use info::ModelInfo;
+pub use parser::{Parser, register_parser};
 pub use platform::{Platform, QuantizerOptions, platform_by_name, register_operation, register_platform};
 pub use quantize::{ModelQuantizer, QuantizedModel, load_quantizer, quantize_onnx_model};
 pub use setting::QuantizeSetting;

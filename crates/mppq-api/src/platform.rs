@@ -110,9 +110,10 @@ pub trait Platform: Send + Sync {
     fn quantizer(&self, options: &QuantizerOptions) -> Result<Box<dyn Quantizer>>;
     /// Adds or overrides operator implementations on top of the built-in ones.
     fn register_operators(&self, _registry: &mut OpRegistry) {}
-    /// Reads a model (ONNX by default).
-    fn parse(&self, path: &Path) -> Result<Model> {
-        Ok(mppq_onnx::load_model(path)?)
+    /// Reads a model: by default with the parser registry ([`crate::parser`]: ONNX, Caffe, and
+    /// the user's); `weights` is the separate weights file of formats that have one.
+    fn parse(&self, path: &Path, weights: Option<&Path>) -> Result<Model> {
+        crate::parser::parse_model(path, weights)
     }
     /// The exporters run unless the user picks others (`--export`, `exporters = [...]`): by
     /// default the QDQ model, the quantization JSON and the fused float model.

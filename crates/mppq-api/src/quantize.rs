@@ -47,7 +47,7 @@ pub struct ModelQuantizer {
 /// unknown platform, dispatcher or device, and on options the platform cannot honour.
 pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<ModelQuantizer> {
     let platform = platform_by_name(&setting.platform)?;
-    let model = platform.parse(model_path)?;
+    let model = platform.parse(model_path, setting.weights.as_deref())?;
     check_model(model_path, &model)?;
     check_not_quantized(model_path, &model)?;
     check_weights(model_path, &model)?;
@@ -563,8 +563,9 @@ pub fn quantize_to_dir(
     progress: &mut dyn ProgressSink,
 ) -> Result<JobSummary> {
     let started = std::time::Instant::now();
-    let imported = setting.import_ranges.clone();
-    let inputs: Vec<&Path> = [model_path, calib_dir].into_iter().chain(imported.as_deref()).collect();
+    let (imported, weights) = (setting.import_ranges.clone(), setting.weights.clone());
+    let inputs: Vec<&Path> =
+        [model_path, calib_dir].into_iter().chain(imported.as_deref()).chain(weights.as_deref()).collect();
     let staging = crate::staging::Staging::new(out_dir, &inputs)?;
     let mut q = load_quantizer(model_path, setting)?;
     let calib = open_calibration(&q, calib_dir, progress)?;

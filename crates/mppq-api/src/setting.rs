@@ -39,6 +39,9 @@ pub struct QuantizeSetting {
     /// calibration cache, TensorRT's calibration cache or dynamic-range JSON) whose values
     /// replace the calibrated ones of the tensors it names (`crate::export::table`).
     pub import_ranges: Option<std::path::PathBuf>,
+    /// The weights file of a model format that keeps them apart (Caffe's `.caffemodel`);
+    /// `crate::parser`.
+    pub weights: Option<std::path::PathBuf>,
     /// Options per exporter: `[export.qdq]`, `[export.quant-json]`, … (see `crate::export`).
     pub export: BTreeMap<String, crate::export::ExportOptions>,
     /// Error analysis after quantization (graph-wise always; layer-wise on request).
@@ -61,6 +64,7 @@ impl Default for QuantizeSetting {
             pipeline: Default::default(),
             exporters: None,
             import_ranges: None,
+            weights: None,
             export: BTreeMap::new(),
             analysis: Default::default(),
             budget: Default::default(),

@@ -38,3 +38,41 @@ fn caffe_nets_match_opencv() {
         }
     }
 }
+
+/// `mppq quantize NET.prototxt --weights NET.caffemodel`: the parser registry reads the Caffe net,
+/// it quantizes like an ONNX model and exports a QDQ model that loads again; without `weights`
+/// the `.caffemodel` beside the prototxt is used, and a missing one is a typed error naming it.
+#[test]
+fn caffe_net_quantizes_end_to_end() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/caffe");
+    let calib = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.join("conv_inplace_input.npz"), calib.path().join("batch_000.npz")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let setting = mppq_api::QuantizeSetting {
+        weights: Some(dir.join("conv_inplace.caffemodel")),
+        ..mppq_api::QuantizeSetting::default()
+    };
+    let job = mppq_api::quantize::quantize_to_dir(
+        &dir.join("conv_inplace.prototxt"),
+        calib.path(),
+        setting,
+        out.path(),
+        &mut mppq_api::passes::NoProgress,
+    )
+    .unwrap();
+    assert!(job.quantized_ops.0 >= 3, "{:?}", job.quantized_ops);
+    let qdq = mppq_onnx::load_model(out.path().join("model.qdq.onnx")).unwrap();
+    assert!(qdq.graph.operations().any(|(_, op)| op.op_type == "QuantizeLinear"));
+
+    // The weights default to NAME.caffemodel beside NAME.prototxt; a net without one is refused.
+    let model = mppq_api::parser::parse_model(&dir.join("pooling.prototxt"), None).unwrap();
+    assert_eq!(model.producer_name, "mppq-caffe");
+    let lonely = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.join("pooling.prototxt"), lonely.path().join("net.prototxt")).unwrap();
+    let err = mppq_api::parser::parse_model(&lonely.path().join("net.prototxt"), None).unwrap_err().to_string();
+    assert!(err.contains("--weights") && err.contains("net.caffemodel"), "{err}");
+    // An ONNX model refuses a weights file rather than ignoring it.
+    let onnx = dir.join("../tiny_cnn.onnx");
+    let err = mppq_api::parser::parse_model(&onnx, Some(&dir.join("pooling.caffemodel"))).unwrap_err().to_string();
+    assert!(err.contains("ONNX model") && err.contains("--weights"), "{err}");
+}

@@ -80,6 +80,8 @@ enum Command {
     Platforms,
     /// List the registered exporters and their options.
     Exporters,
+    /// List the registered model parsers (formats `quantize` and `analyse` read).
+    Parsers,
 }
 
 /// Flags shared by `quantize` and `analyse`; each overrides the setting file.
@@ -160,6 +162,10 @@ struct QuantArgs {
     /// calibration.cache or dynamic-range JSON (recognised by content).
     #[arg(long, value_name = "FILE")]
     import_ranges: Option<PathBuf>,
+    /// The weights of a model format that keeps them apart: a Caffe network's `.caffemodel`
+    /// (default: NAME.caffemodel beside NAME.prototxt). See `mppq parsers`.
+    #[arg(long, value_name = "FILE")]
+    weights: Option<PathBuf>,
     /// More output: the dispatch table and each pass's report.
     #[arg(short, long, conflicts_with = "quiet")]
     verbose: bool,
@@ -304,6 +310,9 @@ impl QuantArgs {
         if self.import_ranges.is_some() {
             s.import_ranges = self.import_ranges.clone();
         }
+        if self.weights.is_some() {
+            s.weights = self.weights.clone();
+        }
         Ok(s)
     }
 
@@ -338,7 +347,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info { model, json } => {
-            let loaded = mppq_onnx::load_model(&model)?;
+            let loaded = mppq_api::parser::parse_model(&model, None)?;
             let info = mppq_api::ModelInfo::new(&loaded);
             if json {
                 println!("{}", serde_json::to_string_pretty(&info)?);
@@ -349,7 +358,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Dispatch { model, dispatcher, ignore } => {
             use mppq_quant::quantizer::Quantizer;
-            let loaded = mppq_onnx::load_model(&model)?;
+            let loaded = mppq_api::parser::parse_model(&model, None)?;
             let quantizer = mppq_quant::quantizer::OnnxRuntimeQuantizer::default();
             let scope = mppq_api::quantize::ignored_scope(&ignore);
             let ctx =
@@ -363,7 +372,7 @@ fn run(cli: Cli) -> Result<()> {
                 mppq_api::exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
             }
             let device = device.device()?;
-            let mut loaded = mppq_onnx::load_model(&model)?;
+            let mut loaded = mppq_api::parser::parse_model(&model, None)?;
             mppq_api::quantize::check_model(&model, &loaded)?;
             // A QDQ model runs as ONNX Runtime runs it: Q/DQ convolutions fused into integer kernels.
             mppq_ir::morph::fuse_qdq_conv(&mut loaded.graph)?;
@@ -435,6 +444,11 @@ fn run(cli: Cli) -> Result<()> {
                     format!(" [export.{name}]: {}", list.join(", "))
                 });
                 println!("{name:<12} {}{}", e.description(), options.unwrap_or_default());
+            }
+        }
+        Command::Parsers => {
+            for name in mppq_api::parser::parser_names() {
+                println!("{name:<12} {}", mppq_api::parser::parser_by_name(&name)?.description());
             }
         }
     }

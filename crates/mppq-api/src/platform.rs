@@ -120,6 +120,11 @@ pub trait Platform: Send + Sync {
     fn exporters(&self) -> Vec<String> {
         crate::export::DEFAULT_EXPORTERS.iter().map(|e| e.to_string()).collect()
     }
+    /// Exporter options this platform needs (`[export.NAME]` sections, by exporter name); the
+    /// user's own keys in the setting file override them key by key.
+    fn export_options(&self) -> BTreeMap<String, crate::export::ExportOptions> {
+        BTreeMap::new()
+    }
 }
 
 type OperatorMap = RwLock<BTreeMap<String, Vec<(String, String, i64, KernelBuilder)>>>;
@@ -183,6 +188,7 @@ mod tests {
         let names = platform_names();
         for n in [
             "default",
+            "ort-int8",
             "trt-int8",
             "trt-lowbit",
             "trt-implicit-int8",

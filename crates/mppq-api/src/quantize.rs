@@ -253,7 +253,7 @@ impl ModelQuantizer {
         dispatcher_by_name(&dispatcher)?;
         let device = setting.device.device()?;
         let registry = operator_registry(platform.as_ref());
-        let exporters = resolve_exporters(&setting, &platform.exporters())?;
+        let exporters = resolve_exporters(&setting, &platform.exporters(), &platform.export_options())?;
         setting.budget.validate()?;
         setting.pipeline.validate()?;
         if setting.analysis.batches == Some(0) {

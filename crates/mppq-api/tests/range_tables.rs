@@ -221,3 +221,54 @@ fn configured_from(quant_json: &Path) -> Model {
     mppq_api::export::apply_quant_config(&mut m, quant_json, &Default::default()).unwrap();
     m
 }
+
+/// The per-layer and parameter files (ncnn's table, OpenPPL's JSON) of `tiny_cnn`'s fixed
+/// configs against their golden files; the ncnn table read back gives the reciprocals of the
+/// configs' scales, and asymmetric configs (the default platform's) are refused by it, naming the
+/// operation. `MPPQ_BLESS=1` rewrites the golden files.
+#[test]
+fn layer_files_match_their_golden_files() {
+    use mppq_api::export::ncnn_table;
+    let dir = tempfile::tempdir().unwrap();
+    let mut stale = Vec::new();
+    let mut check = |platform: &str, path: &Path| {
+        let golden = testdata()
+            .join("export_golden")
+            .join(format!("{platform}.{}", path.file_name().unwrap().to_string_lossy()));
+        let got = std::fs::read(path).unwrap();
+        if std::env::var_os("MPPQ_BLESS").is_some() {
+            std::fs::write(&golden, &got).unwrap();
+        } else if std::fs::read(&golden).ok() != Some(got) {
+            stale.push(golden.display().to_string());
+        }
+    };
+    let trt = configured("tiny_cnn.trt.quant.json");
+    let table = export(&trt, "ncnn-table", dir.path());
+    check("trt", &table);
+    check("trt", &export(&trt, "ppl-cuda-json", dir.path()));
+    check("default", &export(&configured("tiny_cnn.quant.json"), "ppl-cuda-json", dir.path()));
+    assert!(stale.is_empty(), "files differ from their golden files (MPPQ_BLESS=1 to rewrite): {stale:#?}");
+
+    let read = ncnn_table::read(&std::fs::read_to_string(&table).unwrap()).unwrap();
+    let g = &trt.graph;
+    let mut layers = 0;
+    for (_, op) in g.operations().filter(|(_, op)| ["Conv", "Gemm"].contains(&op.op_type.as_str())) {
+        let qc = op.quant_config.as_ref().unwrap();
+        let (x, w) = (qc.input_configs[0].as_ref().unwrap(), qc.input_configs[1].as_ref().unwrap());
+        let (_, input) = read.inputs.iter().find(|(n, _)| *n == op.name).unwrap();
+        assert!((input * x.scale[0] - 1.0).abs() < 1e-6, "{}", op.name);
+        let (_, weights) = read.weights.iter().find(|(n, _)| *n == op.name).unwrap();
+        assert_eq!(weights.len(), w.scale.len(), "{}", op.name);
+        for (s, ours) in weights.iter().zip(&w.scale) {
+            assert!((s * ours - 1.0).abs() < 1e-6, "{}", op.name);
+        }
+        layers += 1;
+    }
+    assert_eq!((layers, read.weights.len()), (4, 4));
+    let err = exporter_by_name("ncnn-table")
+        .unwrap()
+        .export(&configured("tiny_cnn.quant.json"), &serde_json::Value::Null, dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("symmetric") && err.contains("conv1"), "{err}");
+}

@@ -151,12 +151,14 @@ pub fn exporter_names() -> Vec<String> {
 }
 
 /// The exporters a run uses, each with its options: `setting.exporters` when given, else the
-/// platform's defaults. Every `[export.NAME]` section must name an exporter of the run (options
-/// for an exporter that does not run would be silently ignored), and every exporter checks its
-/// options here, before calibration.
+/// platform's defaults. An exporter's options are the platform's (`platform_options`, e.g. FP8
+/// Q/DQ allowed) with the user's `[export.NAME]` keys over them. Every `[export.NAME]` section
+/// must name an exporter of the run (options for an exporter that does not run would be silently
+/// ignored), and every exporter checks its options here, before calibration.
 pub fn resolve_exporters(
     setting: &QuantizeSetting,
     platform_defaults: &[String],
+    platform_options: &std::collections::BTreeMap<String, ExportOptions>,
 ) -> Result<Vec<(Arc<dyn Exporter>, ExportOptions)>> {
     let names = setting.exporters.clone().unwrap_or_else(|| platform_defaults.to_vec());
     let mut out: Vec<(Arc<dyn Exporter>, ExportOptions)> = Vec::new();
@@ -165,7 +167,16 @@ pub fn resolve_exporters(
             continue;
         }
         let exporter = exporter_by_name(name)?;
-        let options = setting.export.get(name).cloned().unwrap_or(ExportOptions::Null);
+        let options = match (platform_options.get(name), setting.export.get(name)) {
+            (Some(ExportOptions::Object(base)), Some(ExportOptions::Object(user))) => {
+                let mut merged = base.clone();
+                merged.extend(user.clone());
+                ExportOptions::Object(merged)
+            }
+            (_, Some(user)) => user.clone(),
+            (Some(base), None) => base.clone(),
+            (None, None) => ExportOptions::Null,
+        };
         exporter.check_options(&options)?;
         out.push((exporter, options));
     }

@@ -14,7 +14,7 @@
 
 use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
 use crate::error::Result;
-use mppq_ir::quant::TensorQuantConfig;
+use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at, dominator_root};
 use mppq_ir::{Graph, Model, OpId, Operation};
 use mppq_onnx::export::ExportError;
 use std::fmt::Write as _;
@@ -83,21 +83,28 @@ struct Layer {
 
 /// Conv and Gemm operations whose data input is quantized (those ncnn runs in int8).
 fn quantized_layers(graph: &Graph) -> impl Iterator<Item = (OpId, &Operation)> {
-    graph.operations().filter(|(_, op)| {
-        matches!(op.op_type.as_str(), "Conv" | "Gemm")
-            && op
-                .quant_config
-                .as_ref()
-                .and_then(|c| c.input_configs.first())
-                .is_some_and(|c| c.as_ref().is_some_and(|c| c.state.is_active()))
+    graph.operations().filter(move |(id, op)| {
+        matches!(op.op_type.as_str(), "Conv" | "Gemm") && effective_input(graph, *id, 0).is_some()
     })
+}
+
+/// The config that decides how input `slot` of `id` is quantized: its own, or the one it shares
+/// its parameters with (an input `overlapped` by its producer's output config); `None` when the
+/// input is not quantized.
+fn effective_input(graph: &Graph, id: OpId, slot: usize) -> Option<&TensorQuantConfig> {
+    let loc = ConfigLocation { op: id, side: ConfigSide::Input, index: slot };
+    let own = config_at(graph, loc)?;
+    if !(own.state.is_active() || own.state.is_baked() || own.state == QuantizationState::Overlapped) {
+        return None;
+    }
+    let root = dominator_root(graph, loc).ok()?;
+    config_at(graph, root).filter(|c| c.state.is_active() || c.state.is_baked())
 }
 
 /// The layer of operation `id`; `calibrated`: the scales must be there (else only the shape of
 /// the configs is checked, before calibration).
 fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
     let op = graph.operation(id)?;
-    let configs = op.quant_config.as_ref().map(|c| c.input_configs.as_slice()).unwrap_or_default();
     let tensor = |slot: usize| {
         op.inputs().get(slot).copied().flatten().map(|v| graph.var_name(v).to_string()).unwrap_or_default()
     };
@@ -108,7 +115,7 @@ fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
         message,
     };
     let symmetric_int8 = |slot: usize| -> Result<&TensorQuantConfig> {
-        let Some(Some(c)) = configs.get(slot) else {
+        let Some(c) = effective_input(graph, id, slot) else {
             return Err(
                 refuse(slot, "ncnn quantizes this input; it has no config (use --platform ncnn-int8)".into()).into()
             );

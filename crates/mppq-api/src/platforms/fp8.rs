@@ -1,4 +1,5 @@
-//! `fp8-e4m3` / `fp8-e5m2`: 8-bit floating point, per-tensor activations and per-channel weights.
+//! `fp8-e4m3` / `fp8-e5m2`: 8-bit floating point, per-tensor activations and per-channel weights,
+//! written as standard FLOAT8 Q/DQ (opset 19).
 
 use crate::error::Result;
 use crate::platform::{Platform, QuantizerOptions};
@@ -23,5 +24,10 @@ impl Platform for Fp8 {
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
         o.honour_only(self.name, &[])?;
         Ok(Box::new(Fp8Quantizer::new(self.format)))
+    }
+    /// FP8 Q/DQ is standard ONNX (opset 19): written, although ONNX Runtime 1.31 runs it only
+    /// with its graph optimisations at `basic` (TensorRT and other FP8 runtimes load it as is).
+    fn export_options(&self) -> std::collections::BTreeMap<String, crate::export::ExportOptions> {
+        [("qdq".to_string(), serde_json::json!({"allow_fp8": true}))].into_iter().collect()
     }
 }

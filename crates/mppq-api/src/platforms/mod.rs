@@ -22,6 +22,7 @@ use std::sync::Arc;
 pub(crate) fn builtin() -> Vec<Arc<dyn Platform>> {
     vec![
         Arc::new(onnxruntime::OnnxRuntime),
+        Arc::new(onnxruntime::OrtInt8),
         Arc::new(tensorrt::TensorRt),
         Arc::new(tensorrt::TensorRtLowBit),
         Arc::new(tensorrt::TensorRtImplicit),

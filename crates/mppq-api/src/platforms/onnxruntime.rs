@@ -40,3 +40,24 @@ impl Platform for OnnxRuntime {
         Ok(Box::new(q))
     }
 }
+
+/// `ort-int8`: the `default` scheme, also writing ONNX Runtime's calibration cache, so ORT's own
+/// `quantize_static` (and ModelOpt, which reads the same file) can quantize from our ranges.
+pub(crate) struct OrtInt8;
+
+impl Platform for OrtInt8 {
+    fn name(&self) -> &str {
+        "ort-int8"
+    }
+    fn description(&self) -> &str {
+        "ONNX Runtime QDQ as `default`, plus ORT's calibration cache (calibration_cache.json) for quantize_static"
+    }
+    fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
+        OnnxRuntime.quantizer(o)
+    }
+    fn exporters(&self) -> Vec<String> {
+        let mut exporters: Vec<String> = crate::export::DEFAULT_EXPORTERS.iter().map(|e| e.to_string()).collect();
+        exporters.push("ort-calib-cache".into());
+        exporters
+    }
+}

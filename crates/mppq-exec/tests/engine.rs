@@ -151,3 +151,13 @@ fn user_registered_operator_overrides_builtin() {
     let out = exec.run(feed(&device, &[-1.0, 2.0, 3.0], &[3]), &mut []).unwrap();
     assert_eq!(out[0].1.as_tensor().unwrap().to_f32_vec(), vec![-1.0, 6.0, 9.0]);
 }
+
+/// A bool tensor whose bytes are not 0 or 1 (a mutated model's initializer) reads as true where
+/// the byte is non-zero, as NumPy and ONNX Runtime read it; Burn used to panic on the bit pattern
+/// at the first conversion (a fuzz finding, through a Loop's condition).
+#[test]
+fn bool_bytes_other_than_0_and_1_are_true() {
+    let data = TensorData::from_packed(mppq_ir::DataType::Bool, vec![4], vec![0, 1, 5, 255]).unwrap();
+    let t = Tensor::from_data(&data, &Device::cpu()).unwrap();
+    assert_eq!(t.to_f64_vec(), vec![0.0, 1.0, 1.0, 1.0]);
+}

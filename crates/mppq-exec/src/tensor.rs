@@ -268,9 +268,7 @@ impl Tensor {
                 upload_stand_in(data, stand_in == DType::F32, shape, dev).map_err(cannot)?
             }
             d => {
-                // A byte other than 0 and 1 is true (as NumPy and ONNX Runtime read it); kept as
-                // is, Burn refuses it as an invalid bit pattern by panicking at the first use.
-                let bytes: Vec<u8> = data.packed().unwrap_or_default().iter().map(|b| u8::from(*b != 0)).collect();
+                let bytes = data.packed().unwrap_or_default().to_vec();
                 let burn_data = burn::tensor::TensorData::from_bytes_vec(bytes, shape, dtype);
                 if d.is_float() {
                     Dispatch::float_from_data(burn_data, dev)

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::platform::{Platform, QuantizerOption as O, QuantizerOptions};
 use mppq_ir::quant::{OperationQuantConfig, TargetPrecision};
 use mppq_ir::{Graph, OpId};
-use mppq_quant::quantizer::layout::{SlotKind, input_kind};
+use mppq_quant::quantizer::layout::adjust_weights;
 use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer};
 
 pub(crate) struct OpenVino;
@@ -55,13 +55,7 @@ impl Quantizer for OpenVinoQuantizer {
 
     fn init_quantize_config(&self, graph: &Graph, id: OpId) -> mppq_quant::Result<OperationQuantConfig> {
         let mut config = self.inner.init_quantize_config(graph, id)?;
-        for (slot, c) in config.input_configs.iter_mut().enumerate() {
-            if let Some(c) = c
-                && matches!(input_kind(graph, id, slot)?, SlotKind::Weight { .. })
-            {
-                c.quant_min = -127;
-            }
-        }
+        adjust_weights(graph, id, &mut config, |c| c.quant_min = -127)?;
         Ok(config)
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::error::Result;
 use crate::platform::{Platform, QuantizerOption as O, QuantizerOptions};
-use mppq_quant::quantizer::{Quantizer, TensorRtQuantizer};
+use mppq_quant::quantizer::Quantizer;
 
 pub(crate) struct PplCuda;
 
@@ -20,9 +20,7 @@ impl Platform for PplCuda {
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
         o.honour_only(self.name(), &[O::Observer])?;
         // The scheme is TensorRT's implicit INT8 one: symmetric everywhere, weights per channel.
-        let mut q = TensorRtQuantizer::default();
-        q.observer = o.observer.unwrap_or(q.observer);
-        Ok(Box::new(q))
+        super::tensorrt::TensorRtImplicit.quantizer(o)
     }
     fn exporters(&self) -> Vec<String> {
         ["float-onnx", "ppl-cuda-json", "qdq", "quant-json"].map(String::from).to_vec()

@@ -14,7 +14,7 @@ use crate::error::{ApiError, Result};
 use crate::platform::{Platform, QuantizerOption as O, QuantizerOptions};
 use mppq_ir::quant::{OperationQuantConfig, TargetPrecision, TensorQuantConfig};
 use mppq_ir::{Graph, OpId};
-use mppq_quant::quantizer::layout::{SlotKind, input_kind};
+use mppq_quant::quantizer::layout::adjust_weights;
 use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer};
 
 /// The files both write: the QDQ model and the encodings the converter reads.
@@ -93,13 +93,8 @@ impl Quantizer for WeightsAs {
 
     fn init_quantize_config(&self, graph: &Graph, id: OpId) -> mppq_quant::Result<OperationQuantConfig> {
         let mut config = self.inner.init_quantize_config(graph, id)?;
-        let Some(weight) = &self.weight else { return Ok(config) };
-        for (slot, c) in config.input_configs.iter_mut().enumerate() {
-            if let Some(c) = c
-                && matches!(input_kind(graph, id, slot)?, SlotKind::Weight { .. })
-            {
-                *c = weight.clone();
-            }
+        if let Some(weight) = &self.weight {
+            adjust_weights(graph, id, &mut config, |c| *c = weight.clone())?;
         }
         Ok(config)
     }

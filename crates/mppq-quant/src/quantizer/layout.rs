@@ -83,6 +83,24 @@ pub fn configure(
     Ok(OperationQuantConfig { input_configs, output_configs })
 }
 
+/// Applies `adjust` to every weight config of operation `id` (its input slots of kind
+/// [`SlotKind::Weight`]): how a quantizer that wraps another one changes only the weights.
+pub fn adjust_weights(
+    graph: &Graph,
+    id: OpId,
+    config: &mut OperationQuantConfig,
+    mut adjust: impl FnMut(&mut TensorQuantConfig),
+) -> Result<()> {
+    for (slot, c) in config.input_configs.iter_mut().enumerate() {
+        if let Some(c) = c
+            && matches!(input_kind(graph, id, slot)?, SlotKind::Weight { .. })
+        {
+            adjust(c);
+        }
+    }
+    Ok(())
+}
+
 /// A 32-bit symmetric per-channel bias config waiting for its input and weight scales.
 pub fn passive_bias() -> Result<TensorQuantConfig> {
     let mut c = TensorQuantConfig::linear(32, true, Some(0))?;

@@ -412,6 +412,9 @@ impl Tensor {
                 .into_iter()
                 .map(i64::from)
                 .collect(),
+            // Float values (a mutated model's float K or shape) saturate as Rust's `as` does, NaN
+            // to 0: Burn's conversion panics on a value no i64 holds.
+            Kind::Float => self.to_f64_vec().into_iter().map(|v| v as i64).collect(),
             _ => self.to_onnx_burn_data().convert::<i64>().try_to_vec::<i64>().unwrap_or_default(),
         }
     }

@@ -161,3 +161,11 @@ fn bool_bytes_other_than_0_and_1_are_true() {
     let t = Tensor::from_data(&data, &Device::cpu()).unwrap();
     assert_eq!(t.to_f64_vec(), vec![0.0, 1.0, 1.0, 1.0]);
 }
+
+/// Reading a float tensor as integers (an operator's K or shape input given as float by a mutated
+/// model) saturates instead of panicking inside Burn (a fuzz finding, through TopK's K).
+#[test]
+fn float_values_read_as_integers_saturate() {
+    let t = Tensor::from_f32(&[4], vec![2.7, -1e30, f32::NAN, 1e30], &Device::cpu());
+    assert_eq!(t.to_i64_vec(), vec![2, i64::MIN, 0, i64::MAX]);
+}

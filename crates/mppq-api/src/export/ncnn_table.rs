@@ -39,7 +39,7 @@ impl Exporter for NcnnTable {
         parse_options::<NoOptions>(self.name(), options).map(|_| ())
     }
     fn preflight(&self, graph: &Graph, _opset: i64, _options: &ExportOptions) -> Result<()> {
-        for (id, _) in quantized_layers(graph) {
+        for id in graph.operations().map(|(id, _)| id).filter(|id| is_quantized_layer(graph, *id)) {
             layer(graph, id, false)?;
         }
         Ok(())
@@ -56,7 +56,7 @@ impl Exporter for NcnnTable {
 pub fn table(graph: &Graph) -> Result<String> {
     let mut layers = Vec::new();
     for id in graph.topological_order()? {
-        if quantized_layers(graph).any(|(q, _)| q == id) {
+        if is_quantized_layer(graph, id) {
             layers.push(layer(graph, id, true)?);
         }
     }
@@ -81,11 +81,10 @@ struct Layer {
     input_scale: f32,
 }
 
-/// Conv and Gemm operations whose data input is quantized (those ncnn runs in int8).
-fn quantized_layers(graph: &Graph) -> impl Iterator<Item = (OpId, &Operation)> {
-    graph.operations().filter(move |(id, op)| {
-        matches!(op.op_type.as_str(), "Conv" | "Gemm") && effective_input(graph, *id, 0).is_some()
-    })
+/// A Conv or Gemm whose data input is quantized (one ncnn runs in int8).
+fn is_quantized_layer(graph: &Graph, id: OpId) -> bool {
+    graph.operation(id).is_ok_and(|op| matches!(op.op_type.as_str(), "Conv" | "Gemm"))
+        && effective_input(graph, id, 0).is_some()
 }
 
 /// The config that decides how input `slot` of `id` is quantized: its own, or the one it shares

@@ -1,7 +1,8 @@
 //! `cargo xtask bench`: FP32 inference time of the testdata models (plus a generated
 //! ResNet-18 at 1×3×224×224) on our executor and on ONNX Runtime (Python, same thread count),
-//! in the same run; prints the ratio per model. Medians after warm-up. Build the xtask in
-//! release (`cargo run --release -p xtask -- bench`) for figures worth reporting.
+//! in the same run, and the time of our simulated INT8 forward (default platform) on the same
+//! input; prints the ratios per model, the CPU's vector extensions and the matrix kernel that
+//! ran. Medians after warm-up.
 
 use anyhow::{Context, Result, bail};
 use mppq_exec::{Device, Executor, OpRegistry, Tensor, Value};
@@ -78,8 +79,8 @@ pub fn ensure_resnet18() -> Result<(PathBuf, PathBuf)> {
     Ok((model, calib))
 }
 
-/// (name, model, one input batch as .npz)
-fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
+/// (name, model, one input batch as .npz, calibration directory)
+fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf, PathBuf)>> {
     let root = workspace_root();
     let mut list = Vec::new();
     for name in ["tiny_cnn", "tiny_transformer", "detect_branch"] {
@@ -87,6 +88,7 @@ fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
             name.to_string(),
             root.join(format!("testdata/{name}.onnx")),
             root.join(format!("testdata/{name}_calib/batch_000.npz")),
+            root.join(format!("testdata/{name}_calib")),
         ));
     }
     if !opts.skip_resnet {
@@ -97,7 +99,7 @@ fn models(opts: &Options) -> Result<Vec<(String, PathBuf, PathBuf)>> {
             .filter(|p| p.extension().is_some_and(|x| x == "npz"))
             .min()
             .context("no ResNet-18 calibration batch")?;
-        list.push(("resnet18".into(), model, first));
+        list.push(("resnet18".into(), model, first, calib));
     }
     Ok(list)
 }
@@ -115,12 +117,45 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<Stri
         .into_iter()
         .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, &device)?))))
         .collect::<Result<_>>()?;
+    let median_ms = time_runs(opts, || {
+        let out = exec.run(feeds.clone(), &mut [])?;
+        Ok(out)
+    })?;
+    let profile =
+        if opts.profile { Some(profile_run(|hook| exec.run(feeds.clone(), &mut [hook]).map(|_| ()))?) } else { None };
+    Ok((median_ms, profile))
+}
+
+/// One run of `run` with a [`Profile`] hook: one line per operator type (time, share), then the
+/// engine's own time between operators.
+fn profile_run(run: impl FnOnce(&mut dyn mppq_exec::ExecHook) -> mppq_exec::Result<()>) -> Result<String> {
+    let mut p = Profile::default();
+    let start = Instant::now();
+    run(&mut p)?;
+    let total = start.elapsed().as_secs_f64() * 1e3;
+    let in_ops: f64 = p.per_type.iter().map(|(_, ms, _)| ms).sum();
+    p.per_type.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut lines: Vec<String> = p
+        .per_type
+        .iter()
+        .map(|(t, ms, n)| format!("    {t:<20} {n:>4} ops {ms:>9.2} ms {:>5.1} %", 100.0 * ms / total.max(1e-9)))
+        .collect();
+    lines.push(format!(
+        "    {:<20}          {:>9.2} ms {:>5.1} %",
+        "(engine between ops)",
+        total - in_ops,
+        100.0 * (total - in_ops) / total.max(1e-9)
+    ));
+    Ok(lines.join("\n"))
+}
+
+/// Median wall time (ms) of `run` over `opts.runs` runs after `opts.warmup`; the outputs are
+/// read back so that all work has finished.
+fn time_runs(opts: &Options, mut run: impl FnMut() -> mppq_exec::Result<Vec<(String, Value)>>) -> Result<f64> {
     let mut times = Vec::new();
     for i in 0..opts.warmup + opts.runs {
         let start = Instant::now();
-        let out = exec.run(feeds.clone(), &mut [])?;
-        // Reading the outputs back makes sure all work has finished.
-        for (_, v) in &out {
+        for (_, v) in &run()? {
             if let Some(t) = v.as_tensor() {
                 let _ = t.to_burn_data();
             }
@@ -129,29 +164,66 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<Stri
             times.push(start.elapsed().as_secs_f64() * 1e3);
         }
     }
+    Ok(median(times))
+}
+
+/// Our simulated INT8 forward: the model quantized with the default platform and settings on its
+/// calibration directory, then run with fake quantization on `inputs`.
+fn ours_int8(model: &Path, inputs: &Path, calib: &Path, opts: &Options) -> Result<(f64, Option<String>)> {
+    let device = match opts.device.as_str() {
+        "wgpu" | "gpu" => mppq_api::setting::DeviceKind::Wgpu,
+        _ => mppq_api::setting::DeviceKind::Cpu,
+    };
+    let setting = mppq_api::QuantizeSetting { device, ..Default::default() };
+    let quantized = mppq_api::quantize::quantize_onnx_model(model, calib, setting)?;
+    let q = &quantized.quantizer;
+    let exec = q.executor()?;
+    let feeds: Vec<(String, Value)> = mppq_api::run::read_feeds(&q.model, inputs)?
+        .into_iter()
+        .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, q.device())?))))
+        .collect::<Result<_>>()?;
+    let memo = mppq_exec::SimulationMemo::new();
+    let median_ms = time_runs(opts, || {
+        let mut sim = mppq_exec::QuantSimulation::new(&q.model.graph, mppq_exec::BurnFakeQuant).with_memo(&memo);
+        exec.run(feeds.clone(), &mut [&mut sim])
+    })?;
+    // The profile hook runs first, so an operator's time includes the fake quantization and
+    // integer simulation around it.
     let profile = if opts.profile {
-        let mut p = Profile::default();
-        let start = Instant::now();
-        exec.run(feeds, &mut [&mut p])?;
-        let total = start.elapsed().as_secs_f64() * 1e3;
-        let in_ops: f64 = p.per_type.iter().map(|(_, ms, _)| ms).sum();
-        p.per_type.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let mut lines: Vec<String> = p
-            .per_type
-            .iter()
-            .map(|(t, ms, n)| format!("    {t:<20} {n:>4} ops {ms:>9.2} ms {:>5.1} %", 100.0 * ms / total.max(1e-9)))
-            .collect();
-        lines.push(format!(
-            "    {:<20}          {:>9.2} ms {:>5.1} %",
-            "(engine between ops)",
-            total - in_ops,
-            100.0 * (total - in_ops) / total.max(1e-9)
-        ));
-        Some(lines.join("\n"))
+        let mut sim = mppq_exec::QuantSimulation::new(&q.model.graph, mppq_exec::BurnFakeQuant).with_memo(&memo);
+        Some(profile_run(|hook| exec.run(feeds.clone(), &mut [hook, &mut sim]).map(|_| ()))?)
     } else {
         None
     };
-    Ok((median(times), profile))
+    Ok((median_ms, profile))
+}
+
+/// The CPU's name and the vector extensions our kernels dispatch on, as detected at run time.
+pub fn cpu_line() -> String {
+    let name = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let mut flags: Vec<&str> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        macro_rules! probe {
+            ($($f:tt),*) => {$(if std::arch::is_x86_feature_detected!($f) { flags.push($f); })*};
+        }
+        probe!("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avxvnni");
+    }
+    #[cfg(target_arch = "aarch64")]
+    flags.push("neon");
+    format!(
+        "CPU: {name}, {} threads; extensions: {}; matrix kernel: {} (MPPQ_GEMM_KERNEL overrides)",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        flags.join(" "),
+        mppq_exec::cpu::sgemm::GemmKernel::detect().name()
+    )
 }
 
 fn ort(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
@@ -181,9 +253,14 @@ fn ort(model: &Path, inputs: &Path, opts: &Options) -> Result<f64> {
 
 pub fn run(opts: &Options) -> Result<()> {
     let mut json = serde_json::Map::new();
+    let cpu = cpu_line();
+    println!("{cpu}");
     println!("ours on device `{}`; ONNX Runtime on the CPU, {} threads", opts.device, opts.threads);
-    println!("{:<18} {:>10} {:>10} {:>8}", "model", "ours ms", "ort ms", "ratio");
-    for (name, model, inputs) in models(opts)? {
+    println!(
+        "{:<18} {:>10} {:>10} {:>8} {:>12} {:>12}",
+        "model", "ours ms", "ort ms", "ratio", "int8 sim ms", "sim/ort fp32"
+    );
+    for (name, model, inputs, calib) in models(opts)? {
         let (ours_ms, profile) = match ours(&model, &inputs, opts) {
             Ok(t) => t,
             Err(e) => {
@@ -192,15 +269,23 @@ pub fn run(opts: &Options) -> Result<()> {
             }
         };
         let ort_ms = ort(&model, &inputs, opts)?;
+        let (int8_ms, int8_profile) =
+            ours_int8(&model, &inputs, &calib, opts).with_context(|| format!("{name}: simulated INT8"))?;
         let ratio = ours_ms / ort_ms;
-        println!("{name:<18} {ours_ms:>10.2} {ort_ms:>10.2} {ratio:>8.2}");
+        println!("{name:<18} {ours_ms:>10.2} {ort_ms:>10.2} {ratio:>8.2} {int8_ms:>12.2} {:>12.2}", int8_ms / ort_ms);
         if let Some(profile) = profile {
-            println!("{profile}");
+            println!("  FP32:\n{profile}");
         }
-        json.insert(name, serde_json::json!({"ours_ms": ours_ms, "ort_ms": ort_ms, "ratio": ratio}));
+        if let Some(profile) = int8_profile {
+            println!("  simulated INT8:\n{profile}");
+        }
+        json.insert(
+            name,
+            serde_json::json!({"ours_ms": ours_ms, "ort_ms": ort_ms, "ratio": ratio, "int8_sim_ms": int8_ms, "int8_sim_ratio": int8_ms / ort_ms}),
+        );
     }
     if let Some(path) = &opts.json {
-        std::fs::write(path, serde_json::to_string_pretty(&serde_json::json!({"models": json}))?)?;
+        std::fs::write(path, serde_json::to_string_pretty(&serde_json::json!({"cpu": cpu, "models": json}))?)?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 
 use crate::analyse::{layers_to_analyse, layerwise_error};
 use crate::error::{ApiError, Result};
-use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, Value};
+use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::Graph;
 use mppq_ir::quant::QuantizationState;
 use serde::{Deserialize, Serialize};
@@ -91,8 +91,9 @@ fn output_snr(
     reference: &[Vec<Vec<f32>>],
 ) -> Result<f64> {
     let (mut noise, mut signal) = (Vec::<f64>::new(), Vec::<f64>::new());
+    let memo = SimulationMemo::new();
     for (batch, expected) in batches.iter().zip(reference) {
-        let mut sim = QuantSimulation::new(graph, BurnFakeQuant);
+        let mut sim = QuantSimulation::new(graph, BurnFakeQuant).with_memo(&memo);
         let got = float_outputs(exec.run(batch.clone(), &mut [&mut sim])?);
         noise.resize(expected.len(), 0.0);
         signal.resize(expected.len(), 0.0);

@@ -506,7 +506,7 @@ pub fn run_analysis(
     let reference = q.reference_executor()?;
     let batches = calib.first_values(q.setting.analysis.batches, &q.device)?;
     let name = q.model.graph.name.clone();
-    crate::analyse::analyse(
+    let mut report = crate::analyse::analyse(
         &name,
         &q.model.graph,
         &exec,
@@ -514,7 +514,13 @@ pub fn run_analysis(
         &batches,
         &q.setting.analysis,
         analysis_progress(progress),
-    )
+    )?;
+    report.passes = q
+        .reports
+        .iter()
+        .map(|r| crate::analyse::PassTime { pass: r.pass.to_string(), summary: r.summary.clone(), seconds: r.seconds })
+        .collect();
+    Ok(report)
 }
 
 fn summary(

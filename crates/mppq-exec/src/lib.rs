@@ -45,7 +45,7 @@ pub use registry::OpRegistry;
 pub use simulation::fake_quant::{
     BurnFakeQuant, FloatFormat, KernelPath, LinearFakeQuant, fake_quant_tensor, fake_quant_with,
 };
-pub use simulation::{FakeQuantizer, IdentityFakeQuant, QuantSimulation};
+pub use simulation::{FakeQuantizer, IdentityFakeQuant, QuantSimulation, SimulationMemo};
 pub use tensor::Tensor;
 pub use value::Value;
 

@@ -145,3 +145,55 @@ fn sigmoid_looks_up_mlas_logistic_like_qlinearsigmoid() {
     let got = run_codes("Sigmoid", &[Input(&codes, &[7], uint8(0.057_381_652, 134.0))], uint8(0.003_918_447_5, 0.0));
     assert_eq!(got, [0.0, 32.0, 128.0, 208.0, 227.0, 238.0, 255.0]);
 }
+
+/// The memo of constant inputs: runs with it compute exactly what runs without it compute, and
+/// a changed weight config (same weight buffer) is honoured rather than served from the memo.
+#[test]
+fn memoized_weights_give_the_same_numbers_and_follow_config_changes() {
+    let mut g = Graph::new("conv");
+    let x = g.ensure_variable("x");
+    g.add_graph_input(x).unwrap();
+    let weights: Vec<f32> = (0..54).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.05).collect();
+    let w = g.add_initializer("w", mppq_ir::TensorData::from_vec(vec![3, 2, 3, 3], &weights).unwrap()).unwrap();
+    let b = g.add_initializer("b", mppq_ir::TensorData::from_vec(vec![3], &[0.1f32, -0.2, 0.05]).unwrap()).unwrap();
+    let y = g.ensure_variable("y");
+    let conv = Operation::new("Conv", "conv").with_opset(17);
+    let op = g.add_operation(conv, &[Some(x), Some(w), Some(b)], &[Some(y)]).unwrap();
+    g.add_graph_output(y).unwrap();
+    let (sx, sw) = (0.01f32, [0.004f32, 0.0041, 0.0039]);
+    let mut bias = TensorQuantConfig::linear(32, true, Some(0)).unwrap();
+    bias.scale = sw.iter().map(|s| sx * s).collect();
+    bias.offset = vec![0.0; 3];
+    bias.state = QuantizationState::Passive;
+    let configs = |w_scale: Vec<f32>| OperationQuantConfig {
+        input_configs: vec![
+            Some(uint8(sx, 128.0)),
+            Some(config(true, w_scale, vec![0.0; 3], Some(0))),
+            Some(bias.clone()),
+        ],
+        output_configs: vec![Some(uint8(0.02, 120.0))],
+    };
+    g.operation_mut(op).unwrap().quant_config = Some(configs(sw.to_vec()));
+    let d = Device::cpu();
+    let exec = Executor::new(&g, &OpRegistry::builtin(), &d, &|_| 17).unwrap();
+    let input: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
+    let feed = || vec![("x".to_string(), Value::from(Tensor::from_f32(&[1, 2, 5, 5], input.clone(), &d)))];
+    let memo = mppq_exec::SimulationMemo::new();
+    let run = |g: &Graph, memo: Option<&mppq_exec::SimulationMemo>| {
+        let mut sim = QuantSimulation::new(g, BurnFakeQuant);
+        if let Some(memo) = memo {
+            sim = sim.with_memo(memo);
+        }
+        let out = exec.run(feed(), &mut [&mut sim]).unwrap();
+        assert_eq!(sim.applied, (3, 1));
+        out[0].1.as_tensor().unwrap().to_f32_vec()
+    };
+    let reference = run(&g, None);
+    assert_eq!(run(&g, Some(&memo)), reference);
+    assert_eq!(run(&g, Some(&memo)), reference, "from the memo");
+    // Coarser weight steps: other numbers, with or without the memo.
+    g.operation_mut(op).unwrap().quant_config = Some(configs(sw.iter().map(|s| s * 8.0).collect()));
+    let changed = run(&g, None);
+    assert_ne!(changed, reference);
+    assert_eq!(run(&g, Some(&memo)), changed);
+}

@@ -12,7 +12,7 @@
 use crate::error::{InPass, PassError, Result};
 use crate::pass::PassContext;
 use crate::statistics::GraphMode;
-use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, Value};
+use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::Graph;
 
 /// A block and the cached values of its inputs.
@@ -105,6 +105,7 @@ impl BlockRunner {
         let mut plan: Vec<usize> = (0..total.min(1)).collect();
         ctx.progress.begin(&format!("{pass}: caching block inputs"), total as u64);
         let mut next = 0;
+        let memo = SimulationMemo::new();
         while next < plan.len() {
             let batch = plan[next];
             next += 1;
@@ -114,7 +115,7 @@ impl BlockRunner {
             match mode {
                 GraphMode::Float => full.run(feeds, &mut [&mut hook]),
                 GraphMode::Simulated => {
-                    let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant);
+                    let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant).with_memo(&memo);
                     full.run(feeds, &mut [&mut sim, &mut hook])
                 }
             }

@@ -9,7 +9,7 @@
 use crate::error::{InPass, PassError, Result};
 use crate::pass::PassContext;
 use mppq_exec::hooks::{Tap, TensorTap};
-use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, Value};
+use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::quant::ConfigSide;
 use mppq_ir::{Graph, OpId, VarId};
 use std::collections::HashMap;
@@ -154,12 +154,13 @@ pub fn compare_to_reference(
     let mut sums = vec![Sums::default(); targets.len()];
     let batches = batches.min(ctx.data.batch_count());
     ctx.progress.begin(&format!("{pass}: comparing with float"), batches as u64);
+    let memo = SimulationMemo::new();
     for b in 0..batches {
         let feeds = ctx.batch(b, pass)?;
         reference_capture.0.values.iter_mut().for_each(|v| *v = None);
         capture.0.values.iter_mut().for_each(|v| *v = None);
         reference_exec.run(feeds.clone(), &mut [&mut reference_capture]).in_pass(pass)?;
-        let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant);
+        let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant).with_memo(&memo);
         exec.run(feeds, &mut [&mut sim, &mut capture]).in_pass(pass)?;
         for (i, target) in targets.iter().enumerate() {
             let (reference, simulated) = match (&reference_capture.0.values[i], &capture.0.values[i]) {

@@ -14,7 +14,7 @@ use crate::compare::{float_outputs, mean_snr_db};
 use crate::error::Result;
 use crate::error::{InPass, PassError};
 use crate::pass::PassContext;
-use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation};
+use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo};
 
 /// How the pipeline checks a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,8 +101,9 @@ impl GuardState {
         let (mut noise, mut signal) = (vec![0f64; outputs], vec![0f64; outputs]);
         let energy = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
         ctx.progress.begin(&format!("{pass}: measuring the output SNR"), expected.len() as u64);
+        let memo = SimulationMemo::new();
         for (b, reference) in expected.iter().enumerate() {
-            let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant);
+            let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant).with_memo(&memo);
             let got = float_outputs(exec.run(ctx.batch(b, pass)?, &mut [&mut sim]).in_pass(pass)?);
             for (k, (name, want)) in reference.iter().enumerate() {
                 let have = got.iter().find(|(n, _)| n == name).map(|(_, v)| v);

@@ -10,7 +10,7 @@ use crate::compare::tap_of;
 use crate::error::{InPass, PassError, Result};
 use crate::pass::PassContext;
 use mppq_exec::hooks::{Tap, TensorTap};
-use mppq_exec::{BurnFakeQuant, QuantSimulation, Value};
+use mppq_exec::{BurnFakeQuant, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::quant::ConfigSide;
 use mppq_ir::{Graph, OpId, VarId};
 use std::collections::HashMap;
@@ -256,12 +256,13 @@ pub fn collect_statistics(
             hook.0.accumulators.push((*request, Accumulator::new(request.statistic)));
         }
         ctx.progress.begin(&format!("{pass}: statistics ({mode:?} graph)"), batches as u64);
+        let memo = SimulationMemo::new();
         for i in 0..batches {
             let feeds = ctx.batch(i, pass)?;
             match mode {
                 GraphMode::Float => exec.run(feeds, &mut [&mut hook]),
                 GraphMode::Simulated => {
-                    let mut sim = QuantSimulation::new(graph, BurnFakeQuant);
+                    let mut sim = QuantSimulation::new(graph, BurnFakeQuant).with_memo(&memo);
                     exec.run(feeds, &mut [&mut sim, &mut hook])
                 }
             }

@@ -11,7 +11,7 @@ use super::stats::{Moments, PairSample};
 use super::{AnalyseSetting, TensorStat, is_quantized, no_batches, op_label};
 use crate::error::{ApiError, Result};
 use mppq_exec::hooks::OpInfo;
-use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, Tensor, Value};
+use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, SimulationMemo, Tensor, Value};
 use mppq_ir::{DataType, Graph, OpId};
 use mppq_passes::quant_fusion::fused_activation;
 use std::collections::HashMap;
@@ -161,6 +161,7 @@ pub fn graphwise_error(
     let mut sums = vec![Moments::default(); watches.len()];
     let mut samples: Vec<PairSample> =
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
+    let memo = SimulationMemo::new();
     for (b, batch) in batches.iter().enumerate() {
         let mut keep = KeepFloat { by_op: &by_op, kept: vec![None; watches.len()] };
         exec.run(batch.clone(), &mut [&mut keep])?;
@@ -173,7 +174,7 @@ pub fn graphwise_error(
                 keep.kept[entry] = value.filter(|t| is_float(t)).cloned();
             }
         }
-        let mut sim = QuantSimulation::new(graph, BurnFakeQuant);
+        let mut sim = QuantSimulation::new(graph, BurnFakeQuant).with_memo(&memo);
         let mut compare = Compare {
             by_op: &by_op,
             watches: &watches,

@@ -100,6 +100,21 @@ pub struct AnalysisReport {
     pub graphwise: Vec<TensorStat>,
     /// Sorted by damage (lowest output SNR first); absent when not requested.
     pub layerwise: Option<Vec<LayerStat>>,
+    /// Wall time of this analysis, in seconds.
+    #[serde(default)]
+    pub seconds: f64,
+    /// Wall time of each pass of the quantization run analysed (empty when the configs were
+    /// read from a file), so a user sees where the time went.
+    #[serde(default)]
+    pub passes: Vec<PassTime>,
+}
+
+/// One pass of the quantization run: its name, what it did, and its wall time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PassTime {
+    pub pass: String,
+    pub summary: String,
+    pub seconds: f64,
 }
 
 impl AnalysisReport {
@@ -147,6 +162,7 @@ pub fn analyse(
     setting: &AnalyseSetting,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<AnalysisReport> {
+    let started = std::time::Instant::now();
     let graphwise = graphwise_error(graph, exec, reference, batches, setting, |d, t| progress("graphwise", d, t))?;
     let layerwise = if setting.layerwise {
         Some(layerwise_error(graph, exec, reference, batches, |d, t| progress("layerwise", d, t))?)
@@ -160,6 +176,8 @@ pub fn analyse(
         sample_cap: setting.sample_cap,
         graphwise,
         layerwise,
+        seconds: started.elapsed().as_secs_f64(),
+        passes: Vec::new(),
     })
 }
 

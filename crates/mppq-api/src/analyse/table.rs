@@ -69,7 +69,11 @@ fn table(out: &mut String, title: &str, mut rows: Vec<Row<'_>>, width: usize) {
 /// The whole report as text no wider than `width` columns (at least about 70 are used).
 pub fn render_table(report: &AnalysisReport, width: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "quantization error of `{}` on {} batch(es)", report.model, report.batches);
+    let _ = writeln!(
+        out,
+        "quantization error of `{}` on {} batch(es) ({:.3} s)",
+        report.model, report.batches, report.seconds
+    );
     for o in report.outputs() {
         let _ = writeln!(
             out,

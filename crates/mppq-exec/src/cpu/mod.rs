@@ -8,8 +8,9 @@
 //! says what this CPU's integer dot products can do ([`has_vnni`]).
 
 pub(crate) mod conv;
+pub mod elementwise;
 pub(crate) mod max_pool;
-pub(crate) mod sgemm;
+pub mod sgemm;
 
 use crate::tensor::Tensor;
 use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};

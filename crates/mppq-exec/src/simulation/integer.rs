@@ -198,16 +198,13 @@ impl IntegerAdd {
         let (lo, hi) = (self.lo, self.hi);
         // A value outside its grid (not quantized upstream) saturates, as the runtime's Q before the Add does.
         let code = |v: f32, (s, z): (f32, f32)| grid_code(v, s, z, lo, hi);
-        let values: Vec<f32> = a_full
-            .to_f32_vec()
-            .into_iter()
-            .zip(b_full.to_f32_vec())
-            .map(|(va, vb)| {
-                let qa = (code(va, self.a), self.ratio_a, self.a.1);
-                let qb = (code(vb, self.b), self.ratio_b, self.b.1);
-                if a_streamed { self.kernel(qa, qb) } else { self.kernel(qb, qa) }
-            })
-            .collect();
+        let (a_values, b_values) = (a_full.to_f32_vec(), b_full.to_f32_vec());
+        let mut values = vec![0f32; a_values.len()];
+        crate::cpu::elementwise::map2(&a_values, &b_values, &mut values, |va, vb| {
+            let qa = (code(va, self.a), self.ratio_a, self.a.1);
+            let qb = (code(vb, self.b), self.ratio_b, self.b.1);
+            if a_streamed { self.kernel(qa, qb) } else { self.kernel(qb, qa) }
+        });
         inputs[0] = Some(Value::Tensor(a.like_f32(&out, values)));
         inputs[1] = Some(Value::Tensor(zeros));
         Ok(())
@@ -488,6 +485,13 @@ impl IntegerPlan {
             .or_else(|| IntegerSigmoid::plan(op_type, config).map(Self::Sigmoid))
     }
 
+    /// Whether each input's integer code depends on that input alone (so a constant input's code
+    /// can be kept across runs); Add computes its result from both inputs at once, Sigmoid keeps
+    /// its lookup.
+    pub fn converts_inputs_independently(&self) -> bool {
+        matches!(self, Self::Conv(_) | Self::Mul(_) | Self::MatMul(_))
+    }
+
     pub fn integer_inputs(&mut self, inputs: &mut [Option<Value>]) -> Result<()> {
         match self {
             Self::Conv(p) => p.integer_inputs(inputs),
@@ -516,12 +520,12 @@ fn grid_code(v: f32, s: f32, z: f32, lo: f32, hi: f32) -> f32 {
 }
 
 /// Applies `f` to every value.
-fn map_values(t: &Tensor, f: impl Fn(f32) -> f32) -> Result<Tensor> {
+fn map_values(t: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
     map_channels(t, 0, &[0.0], |v, _| f(v))
 }
 
 /// Applies `f(value, param[c])` with `c` the index along `axis` (one param = the same for all).
-fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) -> f32) -> Result<Tensor> {
+fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Tensor> {
     let fail = |message: String| ExecError::Op { node: "integer simulation".into(), op_type: "Conv".into(), message };
     if t.kind() != Kind::Float {
         return Err(fail(format!("expected a float tensor, got {}", t.dtype())));
@@ -535,14 +539,20 @@ fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) ->
         )));
     }
     let inner: usize = shape.iter().skip(axis + 1).product();
-    let mut values = t.to_f32_vec();
-    if params.len() == 1 {
-        values.iter_mut().for_each(|v| *v = f(*v, params[0]));
-    } else if inner > 0 {
-        for (i, run) in values.chunks_mut(inner).enumerate() {
-            let p = params[i % channels];
-            run.iter_mut().for_each(|v| *v = f(*v, p));
+    let copied;
+    let src = match crate::cpu::f32_values(t) {
+        Some(values) => values,
+        None => {
+            copied = t.to_f32_vec();
+            &copied
         }
+    };
+    let mut values = vec![0f32; src.len()];
+    if params.len() == 1 || inner == 0 {
+        let p = params[0];
+        crate::cpu::elementwise::map_runs(src, &mut values, usize::MAX, |v, _| f(v, p));
+    } else {
+        crate::cpu::elementwise::map_runs(src, &mut values, inner, |v, run| f(v, params[run % channels]));
     }
     Ok(t.like_f32(&shape, values))
 }

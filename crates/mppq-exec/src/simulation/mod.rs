@@ -10,10 +10,13 @@ pub mod training;
 
 use crate::error::Result;
 use crate::hooks::{ExecHook, OpInfo};
+use crate::tensor::Tensor;
 use crate::value::Value;
 use integer::IntegerPlan;
 use mppq_ir::quant::TensorQuantConfig;
 use mppq_ir::{Graph, OpId};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Quantize-then-dequantize of one tensor under a config.
 pub trait FakeQuantizer {
@@ -52,11 +55,45 @@ pub struct QuantSimulation<'a, F: FakeQuantizer> {
     pub integer_kernels: bool,
     /// The integer plan of the operation running now.
     pending: Option<(OpId, IntegerPlan)>,
+    /// Where what was derived from constant inputs is kept across runs ([`Self::with_memo`]).
+    memo: Option<&'a SimulationMemo>,
+}
+
+/// What a simulation derived from the constant inputs of operations (weights and biases:
+/// fake-quantized, then turned into integer codes), kept across runs so that repeated runs do
+/// not redo it, and so that the convolution's packed weights (kept per weight buffer) are reused
+/// too: on ResNet-18 this was most of the simulated forward.
+///
+/// An entry is reused only while the input is the same buffer and its config is unchanged, so a
+/// pass that changes a scale or a weight gets fresh values. One memo per graph; it keeps one
+/// derived copy of each constant alive. CPU float32 constants only.
+#[derive(Default)]
+pub struct SimulationMemo {
+    entries: Mutex<HashMap<(usize, OpId, usize), MemoEntry>>,
+}
+
+struct MemoEntry {
+    source: Tensor,
+    config: Option<TensorQuantConfig>,
+    integer: bool,
+    result: Value,
+}
+
+impl SimulationMemo {
+    pub fn new() -> Self {
+        Self::default()
+    }
 }
 
 impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
     pub fn new(graph: &'a Graph, quantizer: F) -> Self {
-        Self { graph, quantizer, applied: (0, 0), integer_kernels: true, pending: None }
+        Self { graph, quantizer, applied: (0, 0), integer_kernels: true, pending: None, memo: None }
+    }
+
+    /// The same simulation, keeping what it derives from constant inputs in `memo` across runs.
+    pub fn with_memo(mut self, memo: &'a SimulationMemo) -> Self {
+        self.memo = Some(memo);
+        self
     }
 
     /// The same simulation with float math on dequantized values everywhere.
@@ -65,10 +102,19 @@ impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
         self
     }
 
-    fn apply(&self, slots: &mut [Option<Value>], configs: &[Option<TensorQuantConfig>]) -> Result<usize> {
+    /// Fake-quantizes the slots whose config is active, except those in `skip`; returns how many.
+    fn apply(
+        &self,
+        slots: &mut [Option<Value>],
+        configs: &[Option<TensorQuantConfig>],
+        skip: &[bool],
+    ) -> Result<usize> {
         let mut n = 0;
-        for (slot, config) in slots.iter_mut().zip(configs) {
+        for (i, (slot, config)) in slots.iter_mut().zip(configs).enumerate() {
             let Some(config) = config.as_ref().filter(|c| c.state.is_active()) else { continue };
+            if skip.get(i).copied().unwrap_or(false) {
+                continue;
+            }
             if let Some(value) = slot.take() {
                 *slot = Some(self.quantizer.fake_quant(value, config)?);
                 n += 1;
@@ -76,29 +122,101 @@ impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
         }
         Ok(n)
     }
+
+    /// Replaces each constant input (an initializer on the CPU) by what the simulation makes of
+    /// it, from the memo when it holds a valid entry: fake-quantized when its config is active,
+    /// then the integer code when `plan` converts inputs one by one. Returns which slots it
+    /// handled and how many of them were fake-quantized.
+    fn memoized_constants(
+        &self,
+        op: &OpInfo<'_>,
+        configs: &[Option<TensorQuantConfig>],
+        mut plan: Option<&mut IntegerPlan>,
+        inputs: &mut [Option<Value>],
+    ) -> Result<(Vec<bool>, usize)> {
+        let mut handled = vec![false; inputs.len()];
+        let Some(memo) = self.memo else { return Ok((handled, 0)) };
+        if plan.as_ref().is_some_and(|p| !p.converts_inputs_independently()) {
+            return Ok((handled, 0));
+        }
+        let operation = self.graph.operation(op.id)?;
+        let mut fake_quantized = 0;
+        for (i, var) in operation.inputs().iter().enumerate() {
+            let Some(var) = var else { continue };
+            let (Some(Value::Tensor(source)), Ok(variable)) = (inputs[i].as_ref(), self.graph.variable(*var)) else {
+                continue;
+            };
+            let config = configs.get(i).cloned().flatten().filter(|c| c.state.is_active());
+            let integer = plan.is_some();
+            if !variable.is_parameter() || crate::cpu::f32_values(source).is_none() || (config.is_none() && !integer) {
+                continue;
+            }
+            let key = (std::ptr::from_ref(self.graph) as usize, op.id, i);
+            let mut entries = memo.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let valid = entries
+                .get(&key)
+                .filter(|e| e.integer == integer && e.config == config && crate::cpu::same_buffer(&e.source, source));
+            let result = match valid {
+                Some(entry) => entry.result.clone(),
+                None => {
+                    let source = source.clone();
+                    let mut value = Value::Tensor(source.clone());
+                    if let Some(config) = &config {
+                        value = self.quantizer.fake_quant(value, config)?;
+                    }
+                    if let Some(plan) = plan.as_deref_mut() {
+                        let mut alone: Vec<Option<Value>> = vec![None; inputs.len()];
+                        alone[i] = Some(value);
+                        plan.integer_inputs(&mut alone)?;
+                        value = alone[i].take().unwrap_or(Value::Tensor(source.clone()));
+                    }
+                    entries.insert(key, MemoEntry { source, config: config.clone(), integer, result: value.clone() });
+                    value
+                }
+            };
+            inputs[i] = Some(result);
+            handled[i] = true;
+            fake_quantized += usize::from(config.is_some());
+        }
+        Ok((handled, fake_quantized))
+    }
 }
 
 impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
     fn before_op(&mut self, op: &OpInfo<'_>, inputs: &mut [Option<Value>]) -> Result<()> {
         self.pending = None;
-        if let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() {
-            self.applied.0 += self.apply(inputs, &cfg.input_configs)?;
-            if let Some(mut plan) = IntegerPlan::plan(op.op_type, cfg).filter(|_| self.integer_kernels) {
-                plan.integer_inputs(inputs)?;
-                self.pending = Some((op.id, plan));
+        let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() else { return Ok(()) };
+        let mut plan = IntegerPlan::plan(op.op_type, cfg).filter(|_| self.integer_kernels);
+        let (handled, n) = self.memoized_constants(op, &cfg.input_configs, plan.as_mut(), inputs)?;
+        self.applied.0 += n + self.apply(inputs, &cfg.input_configs, &handled)?;
+        if let Some(mut plan) = plan {
+            // The memoized slots are already integer codes: hidden from the plan meanwhile.
+            let hidden: Vec<(usize, Option<Value>)> =
+                handled.iter().enumerate().filter(|(_, h)| **h).map(|(i, _)| (i, inputs[i].take())).collect();
+            plan.integer_inputs(inputs)?;
+            for (i, v) in hidden {
+                inputs[i] = v;
             }
+            self.pending = Some((op.id, plan));
         }
         Ok(())
     }
 
     fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> Result<()> {
+        // An integer plan leaves output 0 on its config's grid already: quantizing it again
+        // would give the same values, so it is counted, not redone.
+        let mut on_grid: &[bool] = &[];
         if let Some((id, plan)) = self.pending.take()
             && id == op.id
         {
             plan.requantize(outputs)?;
+            on_grid = &[true];
         }
         if let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() {
-            self.applied.1 += self.apply(outputs, &cfg.output_configs)?;
+            let skipped_active = on_grid.len().min(
+                cfg.output_configs.first().and_then(|c| c.as_ref()).map_or(0, |c| usize::from(c.state.is_active())),
+            );
+            self.applied.1 += skipped_active + self.apply(outputs, &cfg.output_configs, on_grid)?;
         }
         Ok(())
     }
@@ -108,6 +226,7 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
         let body = self.graph.operation(op.id).ok()?.attr(attr)?.as_graph(attr).ok()?;
         let mut inner = QuantSimulation::new(body, BorrowedFakeQuant(&self.quantizer));
         inner.integer_kernels = self.integer_kernels;
+        inner.memo = self.memo;
         Some(Box::new(inner))
     }
 }

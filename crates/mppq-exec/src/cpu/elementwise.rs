@@ -1,0 +1,118 @@
+//! Elementwise maps over float32 buffers, compiled once per instruction set and chosen at run
+//! time: the simulation's integer arithmetic uses `f32::mul_add` and `round_ties_even`, which
+//! the x86-64 baseline build turns into library calls (software FMA, ~20× slower) unless the
+//! loop is compiled with FMA and SSE4.1 enabled. Large buffers are split across threads.
+
+use rayon::prelude::*;
+
+/// Below this many values a map runs on the calling thread.
+const THREADED_LEN: usize = 1 << 16;
+
+/// `dst[i] = f(src[i], i / run)`: `run` consecutive values share a parameter index (a channel's
+/// run of `inner` values, or the whole buffer with `run = usize::MAX`).
+pub fn map_runs(src: &[f32], dst: &mut [f32], run: usize, f: impl Fn(f32, usize) -> f32 + Sync) {
+    assert_eq!(src.len(), dst.len());
+    let run = run.max(1);
+    if src.len() < THREADED_LEN {
+        return dispatch_unary(src, dst, 0, run, &f);
+    }
+    // Chunks start on run boundaries when runs are shorter than a chunk, so each chunk knows
+    // its first run index.
+    let chunk = if run < THREADED_LEN { THREADED_LEN.div_ceil(run) * run } else { THREADED_LEN };
+    dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).enumerate().for_each(|(c, (d, s))| {
+        dispatch_unary(s, d, c * chunk, run, &f);
+    });
+}
+
+/// `dst[i] = f(a[i], b[i])`.
+pub fn map2(a: &[f32], b: &[f32], dst: &mut [f32], f: impl Fn(f32, f32) -> f32 + Sync) {
+    assert!(a.len() == dst.len() && b.len() == dst.len());
+    if dst.len() < THREADED_LEN {
+        return dispatch_binary(a, b, dst, &f);
+    }
+    dst.par_chunks_mut(THREADED_LEN)
+        .zip(a.par_chunks(THREADED_LEN).zip(b.par_chunks(THREADED_LEN)))
+        .for_each(|(d, (x, y))| dispatch_binary(x, y, d, &f));
+}
+
+#[inline(always)]
+fn unary_body(src: &[f32], dst: &mut [f32], first: usize, run: usize, f: &impl Fn(f32, usize) -> f32) {
+    // Walk whole runs so the parameter index is computed once per run.
+    let mut i = 0;
+    while i < src.len() {
+        let index = (first + i) / run;
+        let end = src.len().min((index + 1) * run - first);
+        for (d, s) in dst[i..end].iter_mut().zip(&src[i..end]) {
+            *d = f(*s, index);
+        }
+        i = end;
+    }
+}
+
+#[inline(always)]
+fn binary_body(a: &[f32], b: &[f32], dst: &mut [f32], f: &impl Fn(f32, f32) -> f32) {
+    for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
+        *d = f(*x, *y);
+    }
+}
+
+/// Instantiates `$body` for each instruction set and calls the best one this CPU runs.
+macro_rules! dispatched {
+    ($name:ident, $body:ident, ($($arg:ident: $ty:ty),*), $f:ident: $fty:path) => {
+        fn $name($($arg: $ty,)* $f: &impl $fty) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma,sse4.1")]
+                fn avx512($($arg: $ty,)* $f: &impl $fty) {
+                    $body($($arg,)* $f)
+                }
+                #[target_feature(enable = "avx2,fma,sse4.1")]
+                fn avx2($($arg: $ty,)* $f: &impl $fty) {
+                    $body($($arg,)* $f)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F (and with it AVX2, FMA and SSE4.1).
+                    return unsafe { avx512($($arg,)* $f) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has AVX2 and FMA (and with them SSE4.1).
+                    return unsafe { avx2($($arg,)* $f) };
+                }
+            }
+            $body($($arg,)* $f)
+        }
+    };
+}
+
+dispatched!(dispatch_unary, unary_body, (src: &[f32], dst: &mut [f32], first: usize, run: usize), f: Fn(f32, usize) -> f32);
+dispatched!(dispatch_binary, binary_body, (a: &[f32], b: &[f32], dst: &mut [f32]), f: Fn(f32, f32) -> f32);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_get_their_index_on_every_path() {
+        for (len, run) in [(10, 3), (200_000, 7), (200_000, 100_000), (5, usize::MAX), (70_000, 1)] {
+            let src: Vec<f32> = (0..len).map(|i| i as f32).collect();
+            let mut dst = vec![0f32; len];
+            map_runs(&src, &mut dst, run, |v, c| v.mul_add(2.0, c as f32).round_ties_even());
+            for (i, d) in dst.iter().enumerate() {
+                assert_eq!(
+                    *d,
+                    (i as f32).mul_add(2.0, (i / run) as f32).round_ties_even(),
+                    "len {len} run {run} at {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn binary_maps_pair_values() {
+        let a: Vec<f32> = (0..100_000).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..100_000).map(|i| 1.0 - i as f32).collect();
+        let mut d = vec![0f32; a.len()];
+        map2(&a, &b, &mut d, |x, y| x.mul_add(3.0, y));
+        assert!(d.iter().enumerate().all(|(i, v)| *v == a[i].mul_add(3.0, b[i])));
+    }
+}

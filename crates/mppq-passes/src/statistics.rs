@@ -218,7 +218,7 @@ impl TensorTap for StatHook<'_> {
         if self.error.is_some() || t.kind() != mppq_exec::tensor::Kind::Float {
             return;
         }
-        let (values, shape) = (t.to_f32_vec(), t.shape());
+        let (values, shape) = (mppq_exec::cpu::f32_values_or_copy(t), t.shape());
         for i in indices {
             let (request, acc) = &mut self.accumulators[*i];
             if let Err(e) = acc.observe(&values, &shape) {

@@ -41,7 +41,8 @@ impl TensorTap for ObserveHook {
         if t.kind() != mppq_exec::tensor::Kind::Float {
             return;
         }
-        if let Err(e) = observer.observe(&t.to_f32_vec(), &t.shape()) {
+        // CPU float32 activations are read in place (a copy per tap cost as much as the observer).
+        if let Err(e) = observer.observe(&mppq_exec::cpu::f32_values_or_copy(t), &t.shape()) {
             self.error = Some(e);
         }
     }

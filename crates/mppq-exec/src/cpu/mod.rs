@@ -35,6 +35,15 @@ pub fn f32_values(t: &Tensor) -> Option<&[f32]> {
     flex_f32!(t)?.as_slice::<f32>()
 }
 
+/// The values of a float tensor as float32, row-major: borrowed when [`f32_values`] can,
+/// copied (and converted) otherwise.
+pub fn f32_values_or_copy(t: &Tensor) -> std::borrow::Cow<'_, [f32]> {
+    match f32_values(t) {
+        Some(values) => std::borrow::Cow::Borrowed(values),
+        None => std::borrow::Cow::Owned(t.to_f32_vec()),
+    }
+}
+
 /// Whether `a` and `b` are views of the same buffer at the same place and shape, i.e. hold the
 /// same values (used to reuse what was derived from a weight, such as its packed form).
 pub fn same_buffer(a: &Tensor, b: &Tensor) -> bool {

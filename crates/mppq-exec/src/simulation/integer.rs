@@ -539,20 +539,13 @@ fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) ->
         )));
     }
     let inner: usize = shape.iter().skip(axis + 1).product();
-    let copied;
-    let src = match crate::cpu::f32_values(t) {
-        Some(values) => values,
-        None => {
-            copied = t.to_f32_vec();
-            &copied
-        }
-    };
+    let src = crate::cpu::f32_values_or_copy(t);
     let mut values = vec![0f32; src.len()];
     if params.len() == 1 || inner == 0 {
         let p = params[0];
-        crate::cpu::elementwise::map_runs(src, &mut values, usize::MAX, |v, _| f(v, p));
+        crate::cpu::elementwise::map_runs(&src, &mut values, usize::MAX, |v, _| f(v, p));
     } else {
-        crate::cpu::elementwise::map_runs(src, &mut values, inner, |v, run| f(v, params[run % channels]));
+        crate::cpu::elementwise::map_runs(&src, &mut values, inner, |v, run| f(v, params[run % channels]));
     }
     Ok(t.like_f32(&shape, values))
 }

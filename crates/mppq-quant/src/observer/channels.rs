@@ -24,8 +24,12 @@ impl ChannelLayout {
         if count != Some(values.len()) {
             return Err(shape_err(format!("shape {shape:?} does not hold {} values", values.len())));
         }
-        if let Some((index, value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-            return Err(QuantError::NonFinite { variable: variable.into(), index, value: *value });
+        // Scanned in blocks without an early exit (vectorised); the offending block is then searched.
+        const BLOCK: usize = 4096;
+        if let Some(block) = values.chunks(BLOCK).position(|b| !b.iter().fold(true, |ok, v| ok & v.is_finite()))
+            && let Some((i, value)) = values[block * BLOCK..].iter().enumerate().find(|(_, v)| !v.is_finite())
+        {
+            return Err(QuantError::NonFinite { variable: variable.into(), index: block * BLOCK + i, value: *value });
         }
         let (channels, inner) = match self.axis {
             None => (1, values.len().max(1)),
@@ -77,11 +81,23 @@ impl Default for RangeStat {
 }
 
 impl RangeStat {
+    /// Adds finite values (checked by [`ChannelLayout::check`]). Eight running minima and maxima
+    /// with plain comparisons, so the loop vectorises (`f32::min`'s NaN rule kept it scalar).
     pub fn add(&mut self, chunk: &[f32]) {
-        for &v in chunk {
-            self.min = self.min.min(v);
-            self.max = self.max.max(v);
+        let (mut lo, mut hi) = ([self.min; 8], [self.max; 8]);
+        let mut lanes = chunk.chunks_exact(8);
+        for lane in &mut lanes {
+            for i in 0..8 {
+                lo[i] = if lane[i] < lo[i] { lane[i] } else { lo[i] };
+                hi[i] = if lane[i] > hi[i] { lane[i] } else { hi[i] };
+            }
         }
+        for &v in lanes.remainder() {
+            lo[0] = if v < lo[0] { v } else { lo[0] };
+            hi[0] = if v > hi[0] { v } else { hi[0] };
+        }
+        self.min = lo.iter().fold(self.min, |a, &b| if b < a { b } else { a });
+        self.max = hi.iter().fold(self.max, |a, &b| if b > a { b } else { a });
         self.count += chunk.len() as u64;
     }
 }
@@ -92,4 +108,32 @@ pub fn update_ranges(ranges: &mut Vec<RangeStat>, values: &[f32], channels: usiz
         ranges.resize(channels, RangeStat::default());
     }
     for_each_chunk(values, channels, inner, |c, chunk| ranges[c].add(chunk));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_non_finite_value_is_named_with_its_index_in_any_block() {
+        for at in [0, 4095, 4096, 10_001] {
+            let mut values = vec![1.0f32; 12_000];
+            values[at] = f32::NAN;
+            values[11_999] = f32::INFINITY;
+            let err = ChannelLayout::new(None).check("x", &values, &[12_000]).unwrap_err();
+            assert!(matches!(err, QuantError::NonFinite { index, .. } if index == at), "{err}");
+        }
+    }
+
+    #[test]
+    fn ranges_match_a_plain_scan_at_every_length() {
+        for len in [1usize, 7, 8, 9, 33, 1000] {
+            let values: Vec<f32> = (0..len).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.3).collect();
+            let mut stat = RangeStat::default();
+            stat.add(&values);
+            let min = values.iter().copied().fold(f32::INFINITY, f32::min);
+            let max = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!((stat.min, stat.max, stat.count), (min, max, len as u64), "len {len}");
+        }
+    }
 }

@@ -127,12 +127,7 @@ impl Collector {
                 message: format!("{channels} channels in pass 1, {} in pass 0", hists.len()),
             });
         }
-        for_each_chunk(values, channels, inner, |c, chunk| {
-            let h = &mut hists[c];
-            for &v in chunk {
-                h.add(if mode == HistMode::Abs { f64::from(v).abs() } else { f64::from(v) });
-            }
-        });
+        for_each_chunk(values, channels, inner, |c, chunk| hists[c].add_all(chunk, mode == HistMode::Abs));
         Ok(())
     }
 

@@ -117,10 +117,7 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<Stri
         .into_iter()
         .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, &device)?))))
         .collect::<Result<_>>()?;
-    let median_ms = time_runs(opts, || {
-        let out = exec.run(feeds.clone(), &mut [])?;
-        Ok(out)
-    })?;
+    let median_ms = time_runs(opts, || exec.run(feeds.clone(), &mut []))?;
     let profile =
         if opts.profile { Some(profile_run(|hook| exec.run(feeds.clone(), &mut [hook]).map(|_| ()))?) } else { None };
     Ok((median_ms, profile))
@@ -199,7 +196,7 @@ fn ours_int8(model: &Path, inputs: &Path, calib: &Path, opts: &Options) -> Resul
 }
 
 /// The CPU's name and the vector extensions our kernels dispatch on, as detected at run time.
-pub fn cpu_line() -> String {
+fn cpu_line() -> String {
     let name = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {

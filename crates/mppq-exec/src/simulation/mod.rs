@@ -102,23 +102,25 @@ impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
         self
     }
 
-    /// Fake-quantizes the slots whose config is active, except those in `skip`; returns how many.
+    /// Fake-quantizes the slots whose config is active, except those marked `done` (quantized
+    /// already: from the memo, or put on the grid by an integer kernel), which are only counted;
+    /// returns how many slots are quantized.
     fn apply(
         &self,
         slots: &mut [Option<Value>],
         configs: &[Option<TensorQuantConfig>],
-        skip: &[bool],
+        done: &[bool],
     ) -> Result<usize> {
         let mut n = 0;
         for (i, (slot, config)) in slots.iter_mut().zip(configs).enumerate() {
             let Some(config) = config.as_ref().filter(|c| c.state.is_active()) else { continue };
-            if skip.get(i).copied().unwrap_or(false) {
-                continue;
-            }
-            if let Some(value) = slot.take() {
-                *slot = Some(self.quantizer.fake_quant(value, config)?);
-                n += 1;
-            }
+            let Some(value) = slot.take() else { continue };
+            *slot = Some(if done.get(i).copied().unwrap_or(false) {
+                value
+            } else {
+                self.quantizer.fake_quant(value, config)?
+            });
+            n += 1;
         }
         Ok(n)
     }
@@ -126,42 +128,41 @@ impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
     /// Replaces each constant input (an initializer on the CPU) by what the simulation makes of
     /// it, from the memo when it holds a valid entry: fake-quantized when its config is active,
     /// then the integer code when `plan` converts inputs one by one. Returns which slots it
-    /// handled and how many of them were fake-quantized.
+    /// handled.
     fn memoized_constants(
         &self,
         op: &OpInfo<'_>,
         configs: &[Option<TensorQuantConfig>],
         mut plan: Option<&mut IntegerPlan>,
         inputs: &mut [Option<Value>],
-    ) -> Result<(Vec<bool>, usize)> {
+    ) -> Result<Vec<bool>> {
         let mut handled = vec![false; inputs.len()];
-        let Some(memo) = self.memo else { return Ok((handled, 0)) };
+        let Some(memo) = self.memo else { return Ok(handled) };
         if plan.as_ref().is_some_and(|p| !p.converts_inputs_independently()) {
-            return Ok((handled, 0));
+            return Ok(handled);
         }
+        let integer = plan.is_some();
         let operation = self.graph.operation(op.id)?;
-        let mut fake_quantized = 0;
         for (i, var) in operation.inputs().iter().enumerate() {
             let Some(var) = var else { continue };
             let (Some(Value::Tensor(source)), Ok(variable)) = (inputs[i].as_ref(), self.graph.variable(*var)) else {
                 continue;
             };
-            let config = configs.get(i).cloned().flatten().filter(|c| c.state.is_active());
-            let integer = plan.is_some();
+            let config = configs.get(i).and_then(Option::as_ref).filter(|c| c.state.is_active());
             if !variable.is_parameter() || crate::cpu::f32_values(source).is_none() || (config.is_none() && !integer) {
                 continue;
             }
             let key = (std::ptr::from_ref(self.graph) as usize, op.id, i);
             let mut entries = memo.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let valid = entries
-                .get(&key)
-                .filter(|e| e.integer == integer && e.config == config && crate::cpu::same_buffer(&e.source, source));
+            let valid = entries.get(&key).filter(|e| {
+                e.integer == integer && e.config.as_ref() == config && crate::cpu::same_buffer(&e.source, source)
+            });
             let result = match valid {
                 Some(entry) => entry.result.clone(),
                 None => {
                     let source = source.clone();
                     let mut value = Value::Tensor(source.clone());
-                    if let Some(config) = &config {
+                    if let Some(config) = config {
                         value = self.quantizer.fake_quant(value, config)?;
                     }
                     if let Some(plan) = plan.as_deref_mut() {
@@ -170,15 +171,15 @@ impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
                         plan.integer_inputs(&mut alone)?;
                         value = alone[i].take().unwrap_or(Value::Tensor(source.clone()));
                     }
-                    entries.insert(key, MemoEntry { source, config: config.clone(), integer, result: value.clone() });
+                    let entry = MemoEntry { source, config: config.cloned(), integer, result: value.clone() };
+                    entries.insert(key, entry);
                     value
                 }
             };
             inputs[i] = Some(result);
             handled[i] = true;
-            fake_quantized += usize::from(config.is_some());
         }
-        Ok((handled, fake_quantized))
+        Ok(handled)
     }
 }
 
@@ -187,8 +188,8 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
         self.pending = None;
         let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() else { return Ok(()) };
         let mut plan = IntegerPlan::plan(op.op_type, cfg).filter(|_| self.integer_kernels);
-        let (handled, n) = self.memoized_constants(op, &cfg.input_configs, plan.as_mut(), inputs)?;
-        self.applied.0 += n + self.apply(inputs, &cfg.input_configs, &handled)?;
+        let handled = self.memoized_constants(op, &cfg.input_configs, plan.as_mut(), inputs)?;
+        self.applied.0 += self.apply(inputs, &cfg.input_configs, &handled)?;
         if let Some(mut plan) = plan {
             // The memoized slots are already integer codes: hidden from the plan meanwhile.
             let hidden: Vec<(usize, Option<Value>)> =
@@ -213,10 +214,7 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
             on_grid = &[true];
         }
         if let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() {
-            let skipped_active = on_grid.len().min(
-                cfg.output_configs.first().and_then(|c| c.as_ref()).map_or(0, |c| usize::from(c.state.is_active())),
-            );
-            self.applied.1 += skipped_active + self.apply(outputs, &cfg.output_configs, on_grid)?;
+            self.applied.1 += self.apply(outputs, &cfg.output_configs, on_grid)?;
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 //! It owns the in-memory model ([`Model`], [`Graph`], [`Operation`], [`Variable`]) with stable
 //! ids, typed attributes ([`Attribute`]), element types ([`DataType`]), the codes of the low-precision
 //! ones ([`lowp`]: FP8, FP4, E8M0, 4/2-bit integers) and tensors ([`TensorData`]); the editing API,
-//! topological order and sub-graph extraction ([`edit`], [`topo`], [`extract`]); pattern search
+//! topological order and sub-graph extraction ([`edit`], [`topo`], [`extract`]); a float fingerprint
+//! ([`fingerprint`]); pattern search
 //! ([`pattern`]); structural rewrites that need no executor ([`morph`]); the operator-role table every
 //! pass, quantizer and dispatcher reads ([`roles`]); and the quantization data model that operations
 //! carry ([`quant`]). It knows nothing of file formats or execution.
@@ -13,6 +14,7 @@ pub mod dtype;
 pub mod edit;
 pub mod error;
 pub mod extract;
+pub mod fingerprint;
 pub mod graph;
 pub mod lowp;
 pub mod morph;

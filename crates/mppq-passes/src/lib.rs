@@ -9,7 +9,8 @@
 //! progress ([`progress`]). The pipeline ([`Pipeline::full`]) is the one list of steps, dispatch
 //! and quantizer initialisation included:
 //!
-//! [`fold_constants`] → [`fold_batchnorm`] → [`dispatch`] → [`init_quantization`] → [`quant_fusion`] →
+//! [`fold_constants`] → [`fold_batchnorm`] → [`dispatch`] → [`init_quantization`] → [`edge_layers`] (when
+//! set) → [`quant_fusion`] →
 //! [`redundant_quant_simplify`] → optimisation transforms by level ([`isotone_calibration`],
 //! [`equalization`], [`ssd_equalization`], [`channel_split`], [`smooth_quant`], [`range_search`]) →
 //! [`parameter_quantize`] → [`runtime_calibration`] → [`quant_alignment`] →
@@ -51,6 +52,7 @@ pub mod block_reconstruction;
 pub mod channel_split;
 pub mod compare;
 pub mod dispatch;
+pub mod edge_layers;
 pub mod equalization;
 pub mod error;
 pub mod fold_batchnorm;

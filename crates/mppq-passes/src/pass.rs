@@ -55,6 +55,9 @@ pub struct PassContext<'a> {
     /// The `percentile` observer's percentile chosen by `range_search`, over the calibration
     /// setting's (`None`: not chosen). Part of the state the guard restores on undo.
     pub percentile: Option<f64>,
+    /// Activation statistics of earlier calibration runs, reused while the float graph is the
+    /// same (`range_search`'s candidates only change observers).
+    pub observations: mppq_quant::calibrate::ObservationCache,
 }
 
 impl<'a> PassContext<'a> {
@@ -78,6 +81,7 @@ impl<'a> PassContext<'a> {
             guard: GuardOptions::default(),
             float_reference: None,
             percentile: None,
+            observations: Default::default(),
         }
     }
 

@@ -6,6 +6,7 @@ use crate::bias_correction::BiasCorrection;
 use crate::block_reconstruction::BlockReconstruction;
 use crate::channel_split::ChannelSplit;
 use crate::dispatch::Dispatch;
+use crate::edge_layers::EdgeLayers;
 use crate::equalization::Equalization;
 use crate::error::Result;
 use crate::fold_batchnorm::FoldBatchNorm;
@@ -37,7 +38,7 @@ pub struct Pipeline;
 
 impl Pipeline {
     /// The whole run, front to back: fold_constants → fold_batchnorm → dispatch → init_quantization →
-    /// quant_fusion → redundant_quant_simplify → parameter_quantize → runtime_calibration →
+    /// edge_layers (when `edge_weight_bits` is set) → quant_fusion → redundant_quant_simplify → parameter_quantize → runtime_calibration →
     /// quant_alignment → passive_parameter_quantize (after alignment: biases use the aligned input
     /// scales) → parameter_baking. Structural passes come before dispatch, which decides per final
     /// operation. A step switched off in `setting` is left out.
@@ -67,6 +68,9 @@ impl Pipeline {
         if let Some((dispatch, quantizer)) = front {
             passes.push(Box::new(dispatch));
             passes.push(Box::new(InitQuantization { quantizer }));
+            if let Some(weight_bits) = setting.edge_weight_bits {
+                passes.push(Box::new(EdgeLayers { weight_bits }));
+            }
         }
         if setting.fusion.quant_fusion {
             passes.push(Box::new(QuantFusion { activations: setting.fusion.activations.clone() }));
@@ -90,8 +94,10 @@ impl Pipeline {
         if setting.runs("smooth_quant", setting.smooth_quant.enabled) {
             passes.push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone() }));
         }
+        let mut prefetch_histograms = false;
         if setting.runs("range_search", setting.range_search.enabled) {
             for candidate in setting.range_search.candidates_at(setting.optimize, setting.calibration.percentile) {
+                prefetch_histograms |= mppq_quant::observer::collects_signed_histogram(candidate.observer);
                 passes.push(Box::new(candidate));
             }
         }
@@ -100,6 +106,7 @@ impl Pipeline {
         passes.push(Box::new(RuntimeCalibration {
             setting: calibration.calibration_setting(),
             observer: calibration.observer,
+            prefetch_histograms,
         }));
         if setting.runs("mixed_range_concat", setting.mixed_range_concat.enabled) {
             passes.push(Box::new(MixedRangeConcat { setting: setting.mixed_range_concat.clone() }));

@@ -6,13 +6,17 @@ use crate::error::{InPass, Result};
 use crate::pass::{Pass, PassContext, PassReport};
 use crate::slots::{all_configs, variable_of};
 use mppq_ir::quant::{ObserverKind, QuantizationState, config_at_mut, sync_dominated};
-use mppq_quant::calibrate::{CalibrationSetting, calibrate_activations};
+use mppq_quant::calibrate::{CalibrationSetting, calibrate_activations_cached};
 
 #[derive(Default)]
 pub struct RuntimeCalibration {
     pub setting: CalibrationSetting,
     /// Use this observer for every activation config instead of the quantizer's choice.
     pub observer: Option<ObserverKind>,
+    /// Collect histograms for min/max configs too (a second pass over the data), because
+    /// histogram observers will be tried on the same graph (`range_search`) and then need no
+    /// pass of their own.
+    pub prefetch_histograms: bool,
 }
 
 impl Pass for RuntimeCalibration {
@@ -39,7 +43,9 @@ impl Pass for RuntimeCalibration {
         }
         let exec = ctx.executor(self.name())?;
         let progress = &mut *ctx.progress;
-        let n = calibrate_activations(ctx.graph, &exec, ctx.data, &setting, |task, done, total| {
+        let cache = &mut ctx.observations;
+        cache.prefetch_histograms = self.prefetch_histograms;
+        let n = calibrate_activations_cached(ctx.graph, &exec, ctx.data, &setting, cache, |task, done, total| {
             if done == 1 {
                 progress.begin(task, total as u64);
             }

@@ -34,6 +34,9 @@ pub struct PipelineSetting {
     /// 3 = + block reconstruction (training, minutes on a CPU). A pass's own `enabled`
     /// overrides its level.
     pub optimize: u8,
+    /// Weight bits of the first and last weighted operations (`edge_layers`), when the
+    /// platform gives the others fewer; absent: the platform's bits everywhere.
+    pub edge_weight_bits: Option<u32>,
     pub guard: GuardSetting,
     pub isotone_calibration: IsotoneSetting,
     pub equalization: EqualizationSetting,
@@ -99,6 +102,7 @@ impl Default for PipelineSetting {
             alignment: AlignmentSetting::default(),
             baking: false,
             optimize: 1,
+            edge_weight_bits: None,
             guard: GuardSetting::default(),
             isotone_calibration: IsotoneSetting::default(),
             equalization: EqualizationSetting::default(),
@@ -221,6 +225,9 @@ impl PipelineSetting {
                  search, bias correction) or 3 (+ block reconstruction)",
                 self.optimize
             )));
+        }
+        if let Some(bits) = self.edge_weight_bits.filter(|b| !(2..=16).contains(b)) {
+            return Err(PassError::Setting(format!("edge_weight_bits = {bits}: use 2–16 (8 is usual)")));
         }
         if !self.guard.min_gain_db.is_finite() {
             return Err(PassError::Setting(format!(

@@ -5,7 +5,7 @@
 
 use crate::data::CalibrationData;
 use crate::error::{QuantError, Result};
-use crate::observer::{Observer, ObserverOptions, create_observer};
+use crate::observer::{Collector, HistMode, Observer, ObserverOptions, create_observer};
 use mppq_exec::hooks::{Tap, TensorTap};
 use mppq_exec::{Executor, Value};
 use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at_mut, sync_dominated};
@@ -122,46 +122,197 @@ pub fn calibrate_activations(
     exec: &Executor,
     batches: &dyn CalibrationData,
     setting: &CalibrationSetting,
+    progress: impl FnMut(&str, usize, usize),
+) -> Result<usize> {
+    calibrate_activations_cached(graph, exec, batches, setting, &mut ObservationCache::default(), progress)
+}
+
+/// Statistics of earlier calibration runs on the same float graph and data, so that a run which
+/// only changes observers (`range_search`'s candidates) does not run the model again: histogram
+/// observers of one histogram mode and size share a collection, and min/max reads its pass 0.
+/// Entries belong to one [`Graph::float_fingerprint`] and batch count; the last
+/// [`ObservationCache::GRAPHS`] graphs are kept (a rejected transform's graph is followed by the
+/// accepted one again). Memory: one histogram per activation config and graph.
+#[derive(Debug, Default)]
+pub struct ObservationCache {
+    /// Fill histograms for one-pass (min/max) configs too, at the cost of a second pass,
+    /// because histogram observers will follow on the same graph.
+    pub prefetch_histograms: bool,
+    /// Per (fingerprint, batches), oldest first: the collections by variable name.
+    graphs: Vec<((u64, usize), Collections)>,
+    /// Observers served from the cache, and observers that ran over the data, so far.
+    pub served: usize,
+    pub observed: usize,
+}
+
+impl ObservationCache {
+    /// How many graphs' collections are kept.
+    pub const GRAPHS: usize = 4;
+
+    /// Makes the entry of `graph` and `batches` the current (last) one.
+    fn prepare(&mut self, graph: &Graph, batches: usize) {
+        let key = (graph.float_fingerprint(), batches);
+        let entry = match self.graphs.iter().position(|(k, _)| *k == key) {
+            Some(at) => self.graphs.remove(at),
+            None => (key, HashMap::new()),
+        };
+        if self.graphs.len() >= Self::GRAPHS {
+            self.graphs.remove(0);
+        }
+        self.graphs.push(entry);
+    }
+
+    fn current(&mut self) -> Option<&mut Collections> {
+        self.graphs.last_mut().map(|(_, by_variable)| by_variable)
+    }
+
+    fn serve(&mut self, variable: &str, observer: &mut dyn Observer) -> bool {
+        let list = self.current().and_then(|m| m.get(variable));
+        list.is_some_and(|list| list.iter().any(|c| observer.adopt(c)))
+    }
+
+    fn store(&mut self, variable: &str, collected: &Collector) {
+        let Some(by_variable) = self.current() else { return };
+        let list = by_variable.entry(variable.to_string()).or_default();
+        if !list
+            .iter()
+            .any(|c| c.mode == collected.mode && c.bins == collected.bins && c.layout.axis == collected.layout.axis)
+        {
+            list.push(collected.clone());
+        }
+    }
+}
+
+/// Histogram collections by variable name.
+type Collections = HashMap<String, Vec<Collector>>;
+
+/// A one-pass observer that also fills a histogram for the [`ObservationCache`] in a second
+/// pass ([`ObservationCache::prefetch_histograms`]). A tensor whose histogram cannot be built
+/// (nothing observed) only loses the cache entry: the inner observer decides as always.
+#[derive(Debug)]
+struct WithHistogram {
+    inner: Box<dyn Observer>,
+    collector: Collector,
+    pass: usize,
+    complete: bool,
+}
+
+impl Observer for WithHistogram {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn variable(&self) -> &str {
+        self.inner.variable()
+    }
+    fn passes(&self) -> usize {
+        2
+    }
+    fn begin_pass(&mut self, pass: usize) -> Result<()> {
+        self.pass = pass;
+        if pass == 0 {
+            self.inner.begin_pass(0)?;
+            self.collector.begin_pass(0)?;
+        } else {
+            self.complete = self.collector.begin_pass(pass).is_ok();
+        }
+        Ok(())
+    }
+    fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
+        if self.pass == 0 {
+            self.inner.observe(values, shape)?;
+            self.collector.observe(values, shape)
+        } else if self.complete {
+            self.collector.observe(values, shape)
+        } else {
+            Ok(())
+        }
+    }
+    fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
+        self.inner.finalize(config)
+    }
+    fn statistics_len(&self) -> usize {
+        self.inner.statistics_len() + self.collector.statistics_len()
+    }
+    fn collected(&self) -> Option<&Collector> {
+        Some(&self.collector).filter(|c| self.complete && c.is_complete())
+    }
+}
+
+/// [`calibrate_activations`], serving observers from `cache` where it holds their statistics
+/// and adding what this run collects to it. The model runs only for the observers it could not
+/// serve (not at all when it served every one).
+pub fn calibrate_activations_cached(
+    graph: &mut Graph,
+    exec: &Executor,
+    batches: &dyn CalibrationData,
+    setting: &CalibrationSetting,
+    cache: &mut ObservationCache,
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<usize> {
     let count = setting.steps.map_or(batches.batch_count(), |s| s.min(batches.batch_count()));
+    cache.prepare(graph, count);
+    let mut served: Vec<(Key, Box<dyn Observer>)> = Vec::new();
     let mut activations: HashMap<Key, Box<dyn Observer>> = HashMap::new();
+    let mut names: HashMap<Key, String> = HashMap::new();
     for (key, name, value) in slots(graph) {
         if value.is_some() {
             continue;
         }
         let Some(config) = config_mut(graph, key) else { continue };
-        if needs_calibration(config) {
-            activations.insert(key, create_observer(config.observer, &name, config, &setting.options)?);
+        if !needs_calibration(config) {
+            continue;
         }
+        let mut observer = create_observer(config.observer, &name, config, &setting.options)?;
+        if cache.serve(&name, observer.as_mut()) {
+            served.push((key, observer));
+            continue;
+        }
+        if cache.prefetch_histograms && observer.passes() == 1 && !config.policy.is_floating() {
+            let collector = Collector::new(&name, "hist", config.channel_axis, HistMode::Signed, setting.options.bins);
+            observer = Box::new(WithHistogram { inner: observer, collector, pass: 0, complete: false });
+        }
+        names.insert(key, name);
+        activations.insert(key, observer);
     }
-    if activations.is_empty() {
+    cache.served += served.len();
+    cache.observed += activations.len();
+    if served.is_empty() && activations.is_empty() {
         return Ok(0);
     }
     if count == 0 {
         return Err(QuantError::EmptyCalibration);
     }
-    let passes = activations.values().map(|o| o.passes()).max().unwrap_or(1);
-    let mut hook = Tap(ObserveHook { observers: activations, error: None });
-    for pass in 0..passes {
-        for o in hook.0.observers.values_mut() {
-            if pass < o.passes() {
-                o.begin_pass(pass)?;
+    let mut observers = served;
+    if !activations.is_empty() {
+        let passes = activations.values().map(|o| o.passes()).max().unwrap_or(1);
+        let mut hook = Tap(ObserveHook { observers: activations, error: None });
+        for pass in 0..passes {
+            for o in hook.0.observers.values_mut() {
+                if pass < o.passes() {
+                    o.begin_pass(pass)?;
+                }
+            }
+            let task = format!("calibration pass {}/{passes}", pass + 1);
+            for i in 0..count {
+                let batch =
+                    batches.batch(i, exec.device()).map_err(|message| QuantError::Batch { batch: i, message })?;
+                exec.run(batch, &mut [&mut hook])
+                    .map_err(|e| QuantError::Batch { batch: i, message: format!("the model failed: {e}") })?;
+                if let Some(e) = hook.0.error.take() {
+                    return Err(e);
+                }
+                progress(&task, i + 1, count);
             }
         }
-        let task = format!("calibration pass {}/{passes}", pass + 1);
-        for i in 0..count {
-            let batch = batches.batch(i, exec.device()).map_err(|message| QuantError::Batch { batch: i, message })?;
-            exec.run(batch, &mut [&mut hook])
-                .map_err(|e| QuantError::Batch { batch: i, message: format!("the model failed: {e}") })?;
-            if let Some(e) = hook.0.error.take() {
-                return Err(e);
+        for (key, observer) in hook.0.observers {
+            if let (Some(collected), Some(name)) = (observer.collected(), names.get(&key)) {
+                cache.store(name, collected);
             }
-            progress(&task, i + 1, count);
+            observers.push((key, observer));
         }
     }
     let mut calibrated = 0;
-    for (key, observer) in hook.0.observers {
+    for (key, observer) in observers {
         if let Some(config) = config_mut(graph, key) {
             observer.finalize(config)?;
             calibrated += 1;

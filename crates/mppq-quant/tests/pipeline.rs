@@ -109,3 +109,65 @@ fn empty_calibration_set_is_an_error() {
     let err = calibrate(graph, &exec, &Vec::new(), &CalibrationSetting::default(), |_, _, _| {}).unwrap_err();
     assert!(err.to_string().contains("calibration set is empty"), "{err}");
 }
+
+/// `tiny_cnn` dispatched and configured with the `default` quantizer, with its executor.
+fn configured(observer: &str) -> (mppq_ir::Graph, Executor, Vec<Vec<(String, Value)>>) {
+    let device = Device::cpu();
+    let mut graph = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap().graph;
+    mppq_ir::morph::fold_batchnorm(&mut graph).unwrap();
+    let quantizer = OnnxRuntimeQuantizer { observer: observer.parse().unwrap(), ..Default::default() };
+    let ctx = DispatchContext::new(TargetPrecision::Int8, quantizer.quant_operation_types());
+    dispatcher_by_name("conservative").unwrap().dispatch(&graph, &ctx).unwrap().apply(&mut graph).unwrap();
+    init_quantization(&mut graph, &quantizer).unwrap();
+    let exec = Executor::new(&graph, &OpRegistry::builtin(), &device, &|_| 17).unwrap();
+    let data = batches("tiny_cnn", &device);
+    (graph, exec, data)
+}
+
+fn scales(graph: &mppq_ir::Graph) -> Vec<(Vec<f32>, Vec<f32>)> {
+    let mut out = Vec::new();
+    for (_, op) in graph.operations() {
+        for c in op.quant_config.iter().flat_map(|c| c.input_configs.iter().chain(&c.output_configs)).flatten() {
+            out.push((c.scale.clone(), c.offset.clone()));
+        }
+    }
+    out
+}
+
+#[test]
+fn observers_of_one_graph_share_a_histogram_collection() {
+    use mppq_quant::calibrate::{ObservationCache, calibrate_activations, calibrate_activations_cached};
+    let setting = CalibrationSetting::default();
+    let mut cache = ObservationCache::default();
+    cache.prefetch_histograms = true;
+    // Min/max with prefetched histograms: the same parameters as min/max alone.
+    let (mut minmax, exec, data) = configured("minmax");
+    let mut plain = minmax.clone();
+    let n = calibrate_activations_cached(&mut minmax, &exec, &data, &setting, &mut cache, |_, _, _| {}).unwrap();
+    calibrate_activations(&mut plain, &exec, &data, &setting, |_, _, _| {}).unwrap();
+    assert_eq!(scales(&minmax), scales(&plain));
+    assert_eq!((cache.observed, cache.served), (n, 0));
+    // Percentile on the same float graph: served from those histograms without running the
+    // model, with exactly the parameters of its own two passes.
+    let (mut served, _, _) = configured("percentile");
+    let mut alone = served.clone();
+    let batches_run = std::cell::Cell::new(0);
+    calibrate_activations_cached(&mut served, &exec, &data, &setting, &mut cache, |_, _, _| {
+        batches_run.set(batches_run.get() + 1)
+    })
+    .unwrap();
+    assert_eq!((batches_run.get(), cache.served), (0, n), "every observer served, no batch run");
+    calibrate_activations(&mut alone, &exec, &data, &setting, |_, _, _| {}).unwrap();
+    assert_eq!(scales(&served), scales(&alone));
+    // Another float graph (a weight changed) is not served.
+    let (mut changed, _, _) = configured("percentile");
+    let (_, var) = changed.initializers().next().map(|(id, v)| (id, v.clone())).unwrap();
+    let id = changed.var_id(&var.name).unwrap();
+    let value = var.value.unwrap();
+    let mut w = value.to_f32_vec().unwrap();
+    w[0] += 1.0;
+    changed.variable_mut(id).unwrap().value = Some(mppq_ir::TensorData::from_vec(value.shape().to_vec(), &w).unwrap());
+    let exec = Executor::new(&changed, &OpRegistry::builtin(), &Device::cpu(), &|_| 17).unwrap();
+    calibrate_activations_cached(&mut changed, &exec, &data, &setting, &mut cache, |_, _, _| {}).unwrap();
+    assert_eq!(cache.served, n, "nothing served for another graph");
+}

@@ -109,6 +109,10 @@ struct QuantArgs {
     /// Weight bits.
     #[arg(long)]
     weight_bits: Option<u32>,
+    /// Weight bits of the first and last weighted layers when the others get fewer (8 is what
+    /// AdaRound, BRECQ and MQBench keep them at in their low-bit results).
+    #[arg(long, value_name = "BITS")]
+    edge_weight_bits: Option<u32>,
     /// ONNX Runtime's reduce_range: 7-bit weights, exact in ORT on x86 CPUs without VNNI.
     #[arg(long)]
     reduce_range: bool,
@@ -288,6 +292,9 @@ impl QuantArgs {
         }
         if self.calib_steps.is_some() {
             s.pipeline.calibration.steps = self.calib_steps;
+        }
+        if self.edge_weight_bits.is_some() {
+            s.pipeline.edge_weight_bits = self.edge_weight_bits;
         }
         if let Some(level) = self.optimize {
             s.pipeline.optimize = level;

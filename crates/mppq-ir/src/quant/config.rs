@@ -73,6 +73,25 @@ impl TensorQuantConfig {
         })
     }
 
+    /// The same integer config at `bits`, its range in the same form: unsigned `[0, 2^b − 1]`,
+    /// signed `[−2^(b−1), 2^(b−1) − 1]` or signed narrow `[−(2^(b−1) − 1), 2^(b−1) − 1]`.
+    /// `None` for floating formats, calibrated configs and ranges of another form (a platform's
+    /// own clamp), which only the platform knows how to widen.
+    pub fn at_bits(&self, bits: u32) -> Option<Self> {
+        let uncalibrated = matches!(self.state, QuantizationState::Initial | QuantizationState::PassiveInit);
+        if self.policy.is_floating() || !uncalibrated || !(2..=16).contains(&bits) {
+            return None;
+        }
+        let (n, half, new_half) = (self.num_of_bits, 1i64 << (self.num_of_bits - 1), 1i64 << (bits - 1));
+        let (quant_min, quant_max) = match (self.quant_min, self.quant_max) {
+            (0, max) if max == (1i64 << n) - 1 => (0, (1i64 << bits) - 1),
+            (min, max) if min == -half && max == half - 1 => (-new_half, new_half - 1),
+            (min, max) if min == -(half - 1) && max == half - 1 => (-(new_half - 1), new_half - 1),
+            _ => return None,
+        };
+        Some(Self { num_of_bits: bits, quant_min, quant_max, ..self.clone() })
+    }
+
     /// Makes an uncalibrated per-channel config per-tensor (one scale for the whole tensor);
     /// returns whether it changed. Calibrated configs are left alone.
     pub fn make_per_tensor(&mut self) -> bool {
@@ -189,6 +208,15 @@ mod tests {
         assert_eq!((c.quant_min, c.quant_max), (-128, 127));
         let a = TensorQuantConfig::linear(4, false, Some(0)).unwrap();
         assert_eq!((a.quant_min, a.quant_max), (0, 15));
+        let wide = a.at_bits(8).unwrap();
+        assert_eq!((wide.num_of_bits, wide.quant_min, wide.quant_max), (8, 0, 255));
+        let signed = TensorQuantConfig::linear(4, true, Some(0)).unwrap().at_bits(8).unwrap();
+        assert_eq!((signed.quant_min, signed.quant_max), (-128, 127));
+        let mut narrow = TensorQuantConfig::linear(4, true, None).unwrap();
+        narrow.quant_min = -7;
+        assert_eq!(narrow.at_bits(8).map(|c| (c.quant_min, c.quant_max)), Some((-127, 127)));
+        narrow.quant_min = -6;
+        assert!(narrow.at_bits(8).is_none(), "a range of another form is the platform's to widen");
         assert!(TensorQuantConfig::linear(1, true, None).is_err());
         assert!(TensorQuantConfig::linear(17, true, None).is_err());
         assert!(TensorQuantConfig::linear(32, true, None).is_ok());

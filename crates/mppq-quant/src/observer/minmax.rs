@@ -69,4 +69,15 @@ impl Observer for MinMaxObserver {
     fn statistics_len(&self) -> usize {
         self.ranges.len() * 3
     }
+
+    /// A histogram collection's pass 0 is exactly this observer's one pass.
+    fn adopt(&mut self, collected: &super::Collector) -> bool {
+        let ranges = collected.observed_ranges();
+        if collected.layout.axis != self.layout.axis || ranges.is_empty() {
+            return false;
+        }
+        self.layout.channels = collected.layout.channels;
+        self.ranges = ranges.to_vec();
+        true
+    }
 }

@@ -36,7 +36,7 @@ mod percentile;
 pub mod range;
 mod two_pass;
 
-pub use channels::ChannelLayout;
+pub use channels::{ChannelLayout, RangeStat};
 pub use constant::ConstantObserver;
 pub use floating::FloatingObserver;
 pub use fp8::fp8_round;
@@ -47,6 +47,7 @@ pub use kl::KlObserver;
 pub use minmax::MinMaxObserver;
 pub use mse::MseObserver;
 pub use percentile::PercentileObserver;
+pub use two_pass::{Collector, HistMode};
 
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::{ObserverKind, TensorQuantConfig};
@@ -70,6 +71,17 @@ pub trait Observer: Send + std::fmt::Debug {
     fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()>;
     /// How many numbers the observer holds (bounded by channels × histogram size).
     fn statistics_len(&self) -> usize;
+    /// Its two-pass histogram collection once both passes ran, for
+    /// [`crate::calibrate::ObservationCache`] to hand to observers of the same values. `None`
+    /// for observers that collect something else.
+    fn collected(&self) -> Option<&Collector> {
+        None
+    }
+    /// Takes what `collected` gathered on the same values instead of observing them; `false`
+    /// when that is not what this observer needs (another histogram mode, size or channel axis).
+    fn adopt(&mut self, _collected: &Collector) -> bool {
+        false
+    }
 }
 
 /// Tuning knobs of the observers; each observer reads the ones it uses.
@@ -119,6 +131,12 @@ pub fn create_observer(
             });
         }
     })
+}
+
+/// Whether observers of `kind` collect the signed two-pass histogram of [`ObserverOptions::bins`]
+/// (what [`crate::calibrate::ObservationCache::prefetch_histograms`] fills for min/max configs).
+pub fn collects_signed_histogram(kind: ObserverKind) -> bool {
+    matches!(kind, ObserverKind::Percentile | ObserverKind::Mse | ObserverKind::Hist)
 }
 
 /// Checks a histogram size option.

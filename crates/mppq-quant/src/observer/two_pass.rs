@@ -48,6 +48,14 @@ impl<T: HistogramRule> Observer for T {
     fn statistics_len(&self) -> usize {
         self.collector().statistics_len()
     }
+
+    fn collected(&self) -> Option<&Collector> {
+        Some(self.collector()).filter(|c| c.is_complete())
+    }
+
+    fn adopt(&mut self, collected: &Collector) -> bool {
+        self.collector_mut().adopt(collected)
+    }
 }
 
 /// What the histograms count.
@@ -157,6 +165,30 @@ impl Collector {
             return Err(self.nothing(" in pass 1 (histogram)"));
         }
         Ok(&self.hists)
+    }
+
+    /// Whether both passes ran.
+    pub fn is_complete(&self) -> bool {
+        self.pass == 1 && !self.hists.is_empty()
+    }
+
+    /// Takes `other`'s statistics when it collected them the same way (histogram mode, size and
+    /// channel axis) and both of its passes ran; returns whether it did.
+    pub fn adopt(&mut self, other: &Collector) -> bool {
+        let same = other.mode == self.mode && other.bins == self.bins && other.layout.axis == self.layout.axis;
+        if !same || !other.is_complete() {
+            return false;
+        }
+        self.layout.channels = other.layout.channels;
+        self.pass = other.pass;
+        self.ranges.clone_from(&other.ranges);
+        self.hists.clone_from(&other.hists);
+        true
+    }
+
+    /// The pass-0 ranges, possibly empty (see [`Self::ranges`] for the checked ones).
+    pub fn observed_ranges(&self) -> &[RangeStat] {
+        &self.ranges
     }
 
     pub fn statistics_len(&self) -> usize {

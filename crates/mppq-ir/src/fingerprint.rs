@@ -1,0 +1,70 @@
+//! A fingerprint of what a graph computes in float, so that work derived from the float graph
+//! alone (activation statistics of calibration) can be reused while the graph stays the same.
+
+use crate::graph::Graph;
+use crate::tensor::TensorBytes;
+use xxhash_rust::xxh3::Xxh3;
+
+impl Graph {
+    /// A 64-bit hash of everything the float graph computes from: operations (type, domain,
+    /// opset, attributes, wiring), variable names, initializer values, graph inputs and outputs.
+    /// Precisions and quantization configs are left out: graphs that differ only in how they are
+    /// quantized share a fingerprint. Weights are hashed with XXH3 (tens of GB/s), so this costs
+    /// little next to one forward pass.
+    pub fn float_fingerprint(&self) -> u64 {
+        let mut h = Xxh3::new();
+        let text = |h: &mut Xxh3, s: &str| {
+            h.update(&(s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        };
+        for (id, op) in self.operations() {
+            text(
+                &mut h,
+                &format!("{}|{}|{}|{}|{}|{:?}", id.0, op.op_type, op.domain, op.opset, op.name, op.attributes),
+            );
+            text(&mut h, &format!("{:?}->{:?}", op.inputs(), op.outputs()));
+        }
+        text(&mut h, &format!("{:?}->{:?}", self.inputs(), self.outputs()));
+        for (id, var) in self.variables() {
+            text(&mut h, &format!("{}|{}", id.0, var.name));
+            let Some(value) = &var.value else { continue };
+            text(&mut h, &format!("{:?}{:?}", value.dtype(), value.shape()));
+            match value.bytes() {
+                TensorBytes::Packed(bytes) => h.update(bytes),
+                TensorBytes::Strings(strings) => strings.iter().for_each(|s| h.update(s)),
+            }
+        }
+        h.digest()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::quant::TargetPrecision;
+    use crate::{Graph, Operation, TensorData, Variable};
+
+    fn graph(weight: f32) -> Graph {
+        let mut g = Graph::new("g");
+        let x = g.add_variable(Variable::new("x")).unwrap();
+        g.add_graph_input(x).unwrap();
+        let w = g.add_initializer("w", TensorData::from_vec(vec![2], &[weight, 2.0]).unwrap()).unwrap();
+        let y = g.add_variable(Variable::new("y")).unwrap();
+        g.add_operation(Operation::new("Mul", "mul"), &[Some(x), Some(w)], &[Some(y)]).unwrap();
+        g.add_graph_output(y).unwrap();
+        g
+    }
+
+    #[test]
+    fn the_fingerprint_follows_weights_and_ignores_quantization() {
+        let a = graph(1.0);
+        assert_eq!(a.float_fingerprint(), graph(1.0).float_fingerprint());
+        assert_ne!(a.float_fingerprint(), graph(1.5).float_fingerprint());
+        let mut quantized = a.clone();
+        let op = quantized.op_id("mul").unwrap();
+        quantized.operation_mut(op).unwrap().precision = TargetPrecision::Int8;
+        assert_eq!(a.float_fingerprint(), quantized.float_fingerprint());
+        let mut renamed = a.clone();
+        renamed.operation_mut(op).unwrap().op_type = "Add".into();
+        assert_ne!(a.float_fingerprint(), renamed.float_fingerprint());
+    }
+}

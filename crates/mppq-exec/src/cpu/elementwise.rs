@@ -87,6 +87,34 @@ macro_rules! dispatched {
 dispatched!(dispatch_unary, unary_body, (src: &[f32], dst: &mut [f32], first: usize, run: usize), f: Fn(f32, usize) -> f32);
 dispatched!(dispatch_binary, binary_body, (a: &[f32], b: &[f32], dst: &mut [f32]), f: Fn(f32, f32) -> f32);
 
+/// The logistic function as ONNX Runtime computes it (MLAS's FMA3 kernel on x86-64): Eigen's
+/// rational approximation on `x` clamped to ±18, `p(x)/q(x) + 0.5` with every polynomial step one
+/// fused multiply-add; NaN stays NaN. It differs from `1/(1 + e^−x)` by a few ulps: enough to move
+/// a table entry of ORT's QLinearSigmoid across a rounding boundary, so float Sigmoid and the
+/// integer simulation both use it. Only multiply-adds: [`map_runs`] vectorizes it.
+#[allow(clippy::excessive_precision)] // MLAS's float literals, as written there
+#[inline(always)]
+pub fn logistic(x: f32) -> f32 {
+    if x.is_nan() {
+        return x;
+    }
+    const ALPHA: [f32; 5] =
+        [4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03, 2.48287947061529e-01];
+    const BETA: [f32; 6] = [
+        6.10247389755681e-13,
+        5.76102136993427e-09,
+        6.29106785017040e-06,
+        1.70198817374094e-03,
+        1.16817656904453e-01,
+        9.93151921023180e-01,
+    ];
+    let x = x.clamp(-18.0, 18.0);
+    let x2 = x * x;
+    let p = ALPHA[1..].iter().fold(ALPHA[0], |p, a| x2.mul_add(p, *a));
+    let q = BETA[1..].iter().fold(BETA[0], |q, b| x2.mul_add(q, *b));
+    ((x * p) / q + 0.5).max(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +133,22 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn logistic_is_mlas_rational_approximation() {
+        // Symmetric around 0.5, saturating at ±18, within a few ulps of the exact function.
+        assert_eq!(logistic(0.0), 0.5);
+        assert_eq!(logistic(40.0), logistic(18.0));
+        let mut worst = 0f64;
+        for i in -40_000..=40_000 {
+            let x = i as f32 * 5e-4;
+            let exact = 1.0 / (1.0 + (-f64::from(x)).exp());
+            worst = worst.max((f64::from(logistic(x)) - exact).abs());
+        }
+        assert!(worst < 3e-7, "max |error| {worst:e}");
+        assert!(logistic(f32::NAN).is_nan());
+        assert!(logistic(f32::INFINITY) > 0.999_999 && logistic(f32::NEG_INFINITY) < 1e-6);
     }
 
     #[test]

@@ -357,32 +357,9 @@ impl IntegerMatMul {
     }
 }
 
-/// MLAS's logistic function on x86-64 (its FMA3 kernel): Eigen's rational approximation on
-/// `x` clamped to ±18, `p(x)/q(x) + 0.5` with every polynomial step one fused multiply-add.
-/// It differs from `1/(1 + e^−x)` by a few ulps: enough to move a table entry of ORT's
-/// QLinearSigmoid across a rounding boundary.
-#[allow(clippy::excessive_precision)] // MLAS's float literals, as written there
-fn mlas_logistic(x: f32) -> f32 {
-    const ALPHA: [f32; 5] =
-        [4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03, 2.48287947061529e-01];
-    const BETA: [f32; 6] = [
-        6.10247389755681e-13,
-        5.76102136993427e-09,
-        6.29106785017040e-06,
-        1.70198817374094e-03,
-        1.16817656904453e-01,
-        9.93151921023180e-01,
-    ];
-    let x = x.clamp(-18.0, 18.0);
-    let x2 = x * x;
-    let p = ALPHA[1..].iter().fold(ALPHA[0], |p, a| x2.mul_add(p, *a));
-    let q = BETA[1..].iter().fold(BETA[0], |q, b| x2.mul_add(q, *b));
-    ((x * p) / q + 0.5).max(0.0)
-}
-
 /// How one Sigmoid between 8-bit per-tensor grids is simulated: as ONNX Runtime's
 /// QLinearSigmoid computes it, a 256-entry table built once from the dequantized input codes
-/// with MLAS's logistic ([`mlas_logistic`]) and quantized with `rne(v/s_y) + z_y`.
+/// with MLAS's logistic ([`crate::cpu::elementwise::logistic`]) and quantized with `rne(v/s_y) + z_y`.
 #[derive(Clone, Debug)]
 pub struct IntegerSigmoid {
     x: (f32, f32),
@@ -409,7 +386,7 @@ impl IntegerSigmoid {
         let (y_lo, y_hi) = (y.quant_min as f32, y.quant_max as f32);
         let table = (x.quant_min..=x.quant_max)
             .map(|q| {
-                let v = mlas_logistic(sx * (q as f32 - zx));
+                let v = crate::cpu::elementwise::logistic(sx * (q as f32 - zx));
                 (((v / sy).round_ties_even() + zy).clamp(y_lo, y_hi) - zy) * sy
             })
             .collect();
@@ -424,14 +401,13 @@ impl IntegerSigmoid {
             return Ok(());
         }
         let ((s, z), (lo, hi)) = (self.x, self.x_range);
-        let looked_up = t
-            .to_f32_vec()
-            .into_iter()
-            .map(|v| {
-                let index = (grid_code(v, s, z, lo, hi) - lo) as usize;
-                self.table.get(index).copied().unwrap_or(f32::NAN)
-            })
-            .collect();
+        let src = crate::cpu::f32_values_or_copy(t);
+        let mut looked_up = vec![0f32; src.len()];
+        let table = &self.table;
+        crate::cpu::elementwise::map_runs(&src, &mut looked_up, usize::MAX, |v, _| {
+            let index = (grid_code(v, s, z, lo, hi) - lo) as usize;
+            table.get(index).copied().unwrap_or(f32::NAN)
+        });
         self.looked_up = Some(looked_up);
         Ok(())
     }
@@ -628,17 +604,6 @@ mod tests {
             qa.iter().zip(&qb).map(|(a, b)| (((a - za) * sa + (b - zb) * sb) / sy).round_ties_even() + zy).collect();
         assert_eq!(plain, [117.0, 249.0]);
         assert!(IntegerPlan::plan("Add", &cfg).is_some() && IntegerAdd::plan("Mul", &cfg).is_none());
-    }
-
-    #[test]
-    fn logistic_is_mlas_rational_approximation() {
-        // Symmetric around 0.5, saturating at ±18, within a few ulps of the exact function.
-        assert_eq!(mlas_logistic(0.0), 0.5);
-        assert_eq!(mlas_logistic(40.0), mlas_logistic(18.0));
-        for x in [-9.0f32, -3.3, -0.7, 0.2, 1.9, 6.5] {
-            let exact = 1.0 / (1.0 + (-f64::from(x)).exp());
-            assert!((f64::from(mlas_logistic(x)) - exact).abs() < 1e-6, "{x}");
-        }
     }
 
     #[test]

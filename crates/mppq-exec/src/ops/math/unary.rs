@@ -1,6 +1,7 @@
 //! Element-wise functions that map one Burn primitive each: Abs, Neg, Sign, Relu (float and
 //! integer), Ceil, Floor, Round (half to even), Sqrt, Reciprocal, Exp, Log, Sin, Cos, Tan, Asin,
-//! Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Sigmoid, Tanh (float).
+//! Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erf, Sigmoid, Tanh (float). Sigmoid on float32 CPU
+//! tensors is ONNX Runtime's logistic, vectorized.
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
@@ -56,17 +57,26 @@ pub fn register(r: &mut OpRegistry) {
 struct Unary {
     float: Fun,
     int: Option<Fun>,
+    /// Sigmoid: float32 CPU tensors get ONNX Runtime's logistic, vectorized
+    /// ([`crate::cpu::elementwise::logistic`]), instead of Burn's scalar `1/(1 + exp(−x))`.
+    logistic: bool,
 }
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let (_, _, float, int) =
         OPS.iter().find(|(op, ..)| *op == node.op.op_type).ok_or_else(|| node.err("not a unary math operator"))?;
-    Ok(Box::new(Unary { float: *float, int: *int }))
+    Ok(Box::new(Unary { float: *float, int: *int, logistic: node.op.op_type == "Sigmoid" }))
 }
 
 impl Kernel for Unary {
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let x = ctx.inputs(inputs).tensor(0)?;
+        if let Some(values) = crate::cpu::f32_values(&x).filter(|_| self.logistic) {
+            use crate::cpu::elementwise::{logistic, map_runs};
+            let mut y = vec![0f32; values.len()];
+            map_runs(values, &mut y, usize::MAX, |v, _| logistic(v));
+            return Ok(vec![Some(x.like_f32(&x.shape(), y).into())]);
+        }
         let f = match (x.kind(), self.int) {
             (Kind::Float, _) => self.float,
             (Kind::Int, Some(f)) => f,

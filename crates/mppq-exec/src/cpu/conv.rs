@@ -26,6 +26,12 @@ pub struct Conv2dGeometry {
 }
 
 impl Conv2dGeometry {
+    /// Every output channel reads one input channel (several groups of one channel each):
+    /// computed directly ([`super::depthwise`]), not as 1-row matrix products.
+    fn depthwise(&self) -> bool {
+        self.weight[1] == 1 && self.group > 1
+    }
+
     /// A 1×1 convolution without stride, dilation or padding: B is the input itself.
     fn pointwise(&self) -> bool {
         self.weight[2..] == [1, 1] && self.strides == [1, 1] && self.dilations == [1, 1] && self.pads == [(0, 0); 2]
@@ -73,12 +79,15 @@ pub fn try_conv2d(
         Some(b) => Some(cpu::f32_values(b)?),
         None => None,
     };
+    let shape = [g.input[0], g.weight[0], g.output[0], g.output[1]];
+    if g.depthwise() {
+        return Some(x.like_f32(&shape, super::depthwise::conv2d(xv, wv, bv, g)));
+    }
     let packed = match cache {
         Some(cache) => cache.get(w, wv, g),
         None => Arc::new(pack_weights(wv, g)),
     };
-    let y = conv2d(xv, &packed, bv, g);
-    Some(x.like_f32(&[g.input[0], g.weight[0], g.output[0], g.output[1]], y))
+    Some(x.like_f32(&shape, conv2d(xv, &packed, bv, g)))
 }
 
 /// `y = conv(x, w) + b` on a row-major input, with the weights packed per group; returns
@@ -234,6 +243,13 @@ mod tests {
             geometry([1, 2, 30, 3], [4, 2, 1, 3], 1, [1, 2], [1, 1], [(0, 0), (1, 80)]),
             // Enough work to run threaded.
             geometry([1, 16, 30, 30], [40, 16, 3, 3], 1, [1, 1], [1, 1], [(1, 1), (1, 1)]),
+            // Depthwise (direct path): 3×3 and 5×5, stride 2, dilation, asymmetric pads, a channel
+            // multiplier of 2, padding past the kernel reach, enough planes to run threaded.
+            geometry([2, 4, 9, 13], [4, 1, 3, 3], 4, [1, 1], [1, 1], [(1, 1), (1, 1)]),
+            geometry([1, 3, 17, 23], [3, 1, 5, 5], 3, [2, 2], [1, 1], [(2, 2), (2, 2)]),
+            geometry([1, 3, 11, 12], [6, 1, 3, 2], 3, [2, 1], [2, 2], [(1, 3), (0, 2)]),
+            geometry([1, 2, 3, 3], [2, 1, 2, 2], 2, [1, 1], [1, 1], [(3, 2), (2, 3)]),
+            geometry([1, 24, 40, 40], [24, 1, 3, 3], 24, [1, 1], [1, 1], [(1, 1), (1, 1)]),
         ];
         for g in &cases {
             let [n, c, h, wd] = g.input;
@@ -242,7 +258,11 @@ mod tests {
             let w: Vec<f32> = (0..m * cg * kh * kw).map(|i| ((i * 11 % 7) as f32 - 3.0) * 0.5).collect();
             let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.25 - 1.0).collect();
             for bias in [None, Some(&b[..])] {
-                let got = conv2d(&x, &pack_weights(&w, g), bias, g);
+                let got = if g.depthwise() {
+                    super::super::depthwise::conv2d(&x, &w, bias, g)
+                } else {
+                    conv2d(&x, &pack_weights(&w, g), bias, g)
+                };
                 let want = reference(&x, &w, bias, g);
                 assert_eq!(got.len(), want.len());
                 for (i, (a, e)) in got.iter().zip(&want).enumerate() {

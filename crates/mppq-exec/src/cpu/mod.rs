@@ -1,6 +1,6 @@
 //! The hand-written CPU kernels, for the few operators where Burn's CPU backend (`flex`) was the
 //! bottleneck: float32 convolution as an implicit GEMM (`conv`) on our packed matrix product
-//! (`sgemm`), and 2-d max pooling (`max_pool`). The operators ([`crate::ops`]) keep their
+//! (`sgemm`) or, depthwise, direct (`depthwise`), and 2-d max pooling (`max_pool`). The operators ([`crate::ops`]) keep their
 //! attributes and checks and call these when the input is a contiguous CPU float32 tensor.
 //!
 //! This module also gives zero-copy access to the float32 buffers of `flex`: reading a Burn
@@ -8,6 +8,7 @@
 //! says what this CPU's integer dot products can do ([`has_vnni`]).
 
 pub(crate) mod conv;
+pub(crate) mod depthwise;
 pub mod elementwise;
 pub(crate) mod max_pool;
 pub mod sgemm;

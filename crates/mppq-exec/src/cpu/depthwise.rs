@@ -3,7 +3,7 @@
 //! is `kh·kw` times the input, so the GEMM path spent its time packing (MobileNet-style models:
 //! PP-OCR, PP-LCNet). Each output row accumulates `kh·kw` shifted input rows times one weight,
 //! contiguous for stride 1, which the compiler vectorizes; compiled per instruction set and
-//! chosen at run time, with plain multiply-adds (no FMA) so every CPU gives the same numbers.
+//! chosen at run time ([`crate::simd_dispatch!`]), with plain multiply-adds (no FMA) so every CPU gives the same numbers.
 //! Planes run in parallel.
 
 use super::conv::Conv2dGeometry;
@@ -72,26 +72,7 @@ fn plane_body(x: &[f32], w: &[f32], bias: f32, g: &Conv2dGeometry, out: &mut [f3
     }
 }
 
-/// [`plane_body`] compiled for the widest instruction set this CPU has.
-fn dispatch_plane(x: &[f32], w: &[f32], bias: f32, g: &Conv2dGeometry, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2")]
-        fn avx512(x: &[f32], w: &[f32], bias: f32, g: &Conv2dGeometry, out: &mut [f32]) {
-            plane_body(x, w, bias, g, out)
-        }
-        #[target_feature(enable = "avx2")]
-        fn avx2(x: &[f32], w: &[f32], bias: f32, g: &Conv2dGeometry, out: &mut [f32]) {
-            plane_body(x, w, bias, g, out)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (and with it AVX2).
-            return unsafe { avx512(x, w, bias, g, out) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { avx2(x, w, bias, g, out) };
-        }
-    }
-    plane_body(x, w, bias, g, out)
-}
+crate::simd_dispatch!(
+    /// [`plane_body`] compiled for the widest instruction set this CPU has.
+    fn dispatch_plane(x: &[f32], w: &[f32], bias: f32, g: &Conv2dGeometry, out: &mut [f32]) => plane_body
+);

@@ -36,7 +36,7 @@ pub fn map2(a: &[f32], b: &[f32], dst: &mut [f32], f: impl Fn(f32, f32) -> f32 +
 }
 
 #[inline(always)]
-fn unary_body(src: &[f32], dst: &mut [f32], first: usize, run: usize, f: &impl Fn(f32, usize) -> f32) {
+fn unary_body<F: Fn(f32, usize) -> f32>(src: &[f32], dst: &mut [f32], first: usize, run: usize, f: &F) {
     // Walk whole runs so the parameter index is computed once per run.
     let mut i = 0;
     while i < src.len() {
@@ -50,42 +50,14 @@ fn unary_body(src: &[f32], dst: &mut [f32], first: usize, run: usize, f: &impl F
 }
 
 #[inline(always)]
-fn binary_body(a: &[f32], b: &[f32], dst: &mut [f32], f: &impl Fn(f32, f32) -> f32) {
+fn binary_body<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], dst: &mut [f32], f: &F) {
     for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
         *d = f(*x, *y);
     }
 }
 
-/// Instantiates `$body` for each instruction set and calls the best one this CPU runs.
-macro_rules! dispatched {
-    ($name:ident, $body:ident, ($($arg:ident: $ty:ty),*), $f:ident: $fty:path) => {
-        fn $name($($arg: $ty,)* $f: &impl $fty) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f,avx2,fma,sse4.1")]
-                fn avx512($($arg: $ty,)* $f: &impl $fty) {
-                    $body($($arg,)* $f)
-                }
-                #[target_feature(enable = "avx2,fma,sse4.1")]
-                fn avx2($($arg: $ty,)* $f: &impl $fty) {
-                    $body($($arg,)* $f)
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU has AVX-512F (and with it AVX2, FMA and SSE4.1).
-                    return unsafe { avx512($($arg,)* $f) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU has AVX2 and FMA (and with them SSE4.1).
-                    return unsafe { avx2($($arg,)* $f) };
-                }
-            }
-            $body($($arg,)* $f)
-        }
-    };
-}
-
-dispatched!(dispatch_unary, unary_body, (src: &[f32], dst: &mut [f32], first: usize, run: usize), f: Fn(f32, usize) -> f32);
-dispatched!(dispatch_binary, binary_body, (a: &[f32], b: &[f32], dst: &mut [f32]), f: Fn(f32, f32) -> f32);
+crate::simd_dispatch!(fn dispatch_unary<F: Fn(f32, usize) -> f32>(src: &[f32], dst: &mut [f32], first: usize, run: usize, f: &F) => unary_body);
+crate::simd_dispatch!(fn dispatch_binary<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], dst: &mut [f32], f: &F) => binary_body);
 
 /// The logistic function as ONNX Runtime computes it (MLAS's FMA3 kernel on x86-64): Eigen's
 /// rational approximation on `x` clamped to ±18, `p(x)/q(x) + 0.5` with every polynomial step one

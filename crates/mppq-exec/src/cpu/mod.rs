@@ -3,6 +3,9 @@
 //! (`sgemm`) or, depthwise, direct (`depthwise`), and 2-d max pooling (`max_pool`). The operators ([`crate::ops`]) keep their
 //! attributes and checks and call these when the input is a contiguous CPU float32 tensor.
 //!
+//! Loops that want wider vectors than the baseline build are compiled per instruction set and
+//! chosen at run time with [`crate::simd_dispatch!`] (`simd`).
+//!
 //! This module also gives zero-copy access to the float32 buffers of `flex`: reading a Burn
 //! tensor through `TensorData` copies it, which on ResNet-18 cost as much as the arithmetic; and
 //! says what this CPU's integer dot products can do ([`has_vnni`]).
@@ -12,6 +15,7 @@ pub(crate) mod depthwise;
 pub mod elementwise;
 pub(crate) mod max_pool;
 pub mod sgemm;
+pub mod simd;
 
 use crate::tensor::Tensor;
 use burn::backend::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};

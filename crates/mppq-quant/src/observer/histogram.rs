@@ -98,29 +98,10 @@ fn bins_body(values: &[f32], index: &mut [u32], lo: f64, w: f64, last: f64, abs:
     }
 }
 
-/// [`bins_body`] compiled for the widest vectors this CPU has.
-fn dispatch_bins(values: &[f32], index: &mut [u32], lo: f64, w: f64, last: f64, abs: bool) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx2")]
-        fn avx512(values: &[f32], index: &mut [u32], lo: f64, w: f64, last: f64, abs: bool) {
-            bins_body(values, index, lo, w, last, abs)
-        }
-        #[target_feature(enable = "avx2")]
-        fn avx2(values: &[f32], index: &mut [u32], lo: f64, w: f64, last: f64, abs: bool) {
-            bins_body(values, index, lo, w, last, abs)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512F (and with it AVX2).
-            return unsafe { avx512(values, index, lo, w, last, abs) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { avx2(values, index, lo, w, last, abs) };
-        }
-    }
-    bins_body(values, index, lo, w, last, abs)
-}
+mppq_exec::simd_dispatch!(
+    /// [`bins_body`] compiled for the widest vectors this CPU has.
+    fn dispatch_bins(values: &[f32], index: &mut [u32], lo: f64, w: f64, last: f64, abs: bool) => bins_body
+);
 
 #[cfg(test)]
 mod tests {

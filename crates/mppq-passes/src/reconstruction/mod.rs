@@ -26,10 +26,12 @@
 
 mod blocks;
 mod rounding;
+mod steps;
 mod tensors;
 
 pub use blocks::{Block, find_blocks, trainable_ops};
 use rounding::RoundedWeight;
+use steps::step_data;
 use tensors::{config_sites, config_var, tensor_configs};
 
 use crate::block::BlockRunner;
@@ -109,8 +111,11 @@ pub struct ReconstructionSetting {
     pub drop: Option<f64>,
     /// At most this many weight operations per automatic block (`block` only).
     pub max_block_ops: usize,
-    /// Optimizer steps per block (one cached batch each).
+    /// Optimizer steps per block.
     pub steps: usize,
+    /// Cached calibration batches joined into one step along the batch axis (where the block's
+    /// tensors have one; else one per step). The papers' steps see 32 images.
+    pub batches_per_step: usize,
     /// Adam's rate for rounding variables (default: the pass's; 0.03 for AdaRound's annealed
     /// soft rounding, 0.001 for round tuning's hard one, where each step can flip elements).
     pub rounding_rate: Option<f64>,
@@ -148,6 +153,7 @@ impl Default for ReconstructionSetting {
             drop: None,
             max_block_ops: 4,
             steps: 500,
+            batches_per_step: 1,
             rounding_rate: None,
             scale_rate: 1e-3,
             offset_rate: 1e-2,
@@ -189,8 +195,8 @@ impl ReconstructionSetting {
         if !(0.0..=1.0).contains(&self.warmup) {
             return bad(format!("warmup = {}: use a share in [0, 1]", self.warmup));
         }
-        if self.steps == 0 || self.batches == 0 || self.max_block_ops == 0 || self.cache_mib == 0 {
-            return bad("steps, batches, max_block_ops and cache_mib: use at least 1".into());
+        if [self.steps, self.batches, self.batches_per_step, self.max_block_ops, self.cache_mib].contains(&0) {
+            return bad("steps, batches, batches_per_step, max_block_ops and cache_mib: use at least 1".into());
         }
         if [self.rounding, self.weights, self.weight_scale, self.activation_scale].iter().all(|v| *v == Some(false)) {
             return bad("rounding, weights, weight_scale, activation_scale are all off: nothing to learn".into());
@@ -322,6 +328,13 @@ pub fn reconstruct(
 }
 
 #[allow(clippy::too_many_arguments)]
+/// The leading size of the calibration batches' first input (their batch size), for joining
+/// cached batches along it ([`steps`]); `None` when it cannot be read.
+fn calibration_batch_size(ctx: &PassContext<'_>) -> Option<usize> {
+    let feeds = ctx.data.batch(0, ctx.device).ok()?;
+    feeds.iter().find_map(|(_, v)| v.as_tensor()).and_then(|t| t.shape().first().copied())
+}
+
 fn train_block(
     ctx: &mut PassContext<'_>,
     float_model: &mut Graph,
@@ -364,8 +377,11 @@ fn train_block(
     let ad = ctx.device.autodiff();
     let exec = Executor::new(&graph, ctx.registry, &ad, ctx.opsets).in_pass(pass)?;
     let on_ad = |t: &Tensor| t.to_device(&ad).in_pass(pass);
+    let cached = (0..entries).map(|i| quant.feeds(i)).collect::<Result<Vec<_>>>()?;
+    let lead = calibration_batch_size(ctx);
+    let step_batches = step_data(cached, &targets, &energies, setting.batches_per_step, lead);
     let ad_targets: Vec<Vec<Tensor>> =
-        targets.iter().map(|ts| ts.iter().map(on_ad).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
+        step_batches.iter().map(|s| s.targets.iter().map(on_ad).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
 
     // What is learned: rounding variables, and scale leaves (one per root config; a dominated
     // config in the block follows its root's leaf).
@@ -448,15 +464,15 @@ fn train_block(
     let mut done = 0;
     ctx.progress.begin(&format!("{pass} block {}/{total}", index + 1), steps as u64);
     for step in 0..steps {
-        let entry = (step * 7919) % entries.max(1); // a fixed, well-mixed visiting order
+        let entry = step % step_batches.len();
         sim.substitutes = rounded.iter().map(|r| (r.var, Value::Tensor(Tensor::from_dispatch(r.weight())))).collect();
         sim.learnable = site_leaf.iter().map(|(site, i)| (*site, leaves[*i].1.clone())).collect();
-        let feeds = quant
-            .feeds(entry)?
-            .into_iter()
+        let feeds = step_batches[entry]
+            .feeds
+            .iter()
             .map(|(n, v)| match v {
-                Value::Tensor(t) => on_ad(&t).map(|t| (n, Value::Tensor(t))),
-                other => Ok((n, other)),
+                Value::Tensor(t) => on_ad(t).map(|t| (n.clone(), Value::Tensor(t))),
+                other => Ok((n.clone(), other.clone())),
             })
             .collect::<Result<Vec<_>>>()?;
         let outs = exec.run(feeds, &mut [&mut sim]).in_pass(pass)?;
@@ -476,7 +492,7 @@ fn train_block(
         for ((_, out), target) in outs.iter().zip(&ad_targets[entry]) {
             // Shapes, indices and masks among the block's outputs carry no error to learn from.
             let Value::Tensor(out) = out else { continue };
-            if out.kind() != Kind::Float || target.kind() != Kind::Float {
+            if out.kind() != Kind::Float || target.kind() != Kind::Float || out.shape() != target.shape() {
                 continue;
             }
             let l = squared_error(out, target);
@@ -487,8 +503,10 @@ fn train_block(
         }
         let Some(loss) = loss else { break };
         // Relative to round-to-nearest: 1 where training starts from, whatever the block's scale.
-        let mut loss =
-            Dispatch::float_div_scalar(loss, Scalar::from((energies[entry] * before).max(f64::MIN_POSITIVE)));
+        let mut loss = Dispatch::float_div_scalar(
+            loss,
+            Scalar::from((step_batches[entry].energy * before).max(f64::MIN_POSITIVE)),
+        );
         let rec = scalar(&loss);
         let annealing = step >= warm && learned.rounding && !learned.hard_rounding;
         if annealing {

@@ -327,7 +327,6 @@ pub fn reconstruct(
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
 /// The leading size of the calibration batches' first input (their batch size), for joining
 /// cached batches along it ([`steps`]); `None` when it cannot be read.
 fn calibration_batch_size(ctx: &PassContext<'_>) -> Option<usize> {
@@ -335,6 +334,7 @@ fn calibration_batch_size(ctx: &PassContext<'_>) -> Option<usize> {
     feeds.iter().find_map(|(_, v)| v.as_tensor()).and_then(|t| t.shape().first().copied())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn train_block(
     ctx: &mut PassContext<'_>,
     float_model: &mut Graph,

@@ -56,6 +56,43 @@ fn binary_body<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], dst: &mut [f32], f:
     }
 }
 
+/// `f(x)` over a contiguous CPU float32 tensor; `None` for any other tensor.
+pub fn try_unary(x: &crate::tensor::Tensor, f: impl Fn(f32) -> f32 + Sync) -> Option<crate::tensor::Tensor> {
+    let values = super::f32_values(x)?;
+    let mut y = vec![0f32; values.len()];
+    map_runs(values, &mut y, usize::MAX, |v, _| f(v));
+    Some(x.like_f32(&x.shape(), y))
+}
+
+/// `f(a, b)` over two contiguous CPU float32 tensors of one shape, or one and a one-element
+/// tensor of no higher rank; `None` otherwise (the caller broadcasts with Burn).
+pub fn try_binary(
+    a: &crate::tensor::Tensor,
+    b: &crate::tensor::Tensor,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Option<crate::tensor::Tensor> {
+    let (av, bv) = (super::f32_values(a)?, super::f32_values(b)?);
+    let (sa, sb) = (a.shape(), b.shape());
+    if sa == sb {
+        let mut y = vec![0f32; av.len()];
+        map2(av, bv, &mut y, f);
+        return Some(a.like_f32(&sa, y));
+    }
+    if bv.len() == 1 && sb.len() <= sa.len() {
+        let c = bv[0];
+        let mut y = vec![0f32; av.len()];
+        map_runs(av, &mut y, usize::MAX, |v, _| f(v, c));
+        return Some(a.like_f32(&sa, y));
+    }
+    if av.len() == 1 && sa.len() <= sb.len() {
+        let c = av[0];
+        let mut y = vec![0f32; bv.len()];
+        map_runs(bv, &mut y, usize::MAX, |v, _| f(c, v));
+        return Some(b.like_f32(&sb, y));
+    }
+    None
+}
+
 crate::simd_dispatch!(fn dispatch_unary<F: Fn(f32, usize) -> f32>(src: &[f32], dst: &mut [f32], first: usize, run: usize, f: &F) => unary_body);
 crate::simd_dispatch!(fn dispatch_binary<F: Fn(f32, f32) -> f32>(a: &[f32], b: &[f32], dst: &mut [f32], f: &F) => binary_body);
 

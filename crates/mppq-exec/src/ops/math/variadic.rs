@@ -56,6 +56,28 @@ fn pair(op: Op, kind: Kind, x: DispatchTensor, y: DispatchTensor) -> DispatchTen
     }
 }
 
+/// [`pair`] on two float32 values: Max/Min take `y` where it wins or is NaN.
+#[inline(always)]
+fn pair_f32(op: Op, x: f32, y: f32) -> f32 {
+    match op {
+        Op::Sum | Op::Mean => x + y,
+        Op::Max => {
+            if x < y || y.is_nan() {
+                y
+            } else {
+                x
+            }
+        }
+        Op::Min => {
+            if x > y || y.is_nan() {
+                y
+            } else {
+                x
+            }
+        }
+    }
+}
+
 impl Kernel for Variadic {
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let mut ts = ctx.inputs(inputs).rest(0)?.into_iter();
@@ -66,6 +88,14 @@ impl Kernel for Variadic {
         }
         let mut n = 1usize;
         for t in ts {
+            // CPU float32 of one shape (or with a scalar): one vectorized pass, same semantics.
+            if kind == Kind::Float
+                && let Some(y) = crate::cpu::elementwise::try_binary(&acc, &t, |x, y| pair_f32(self.0, x, y))
+            {
+                acc = y;
+                n += 1;
+                continue;
+            }
             let (a, b, _) = align_binary(ctx, acc, t)?;
             acc = crate::tensor::Tensor::from_dispatch(pair(self.0, kind, a.into_dispatch(), b.into_dispatch()));
             n += 1;

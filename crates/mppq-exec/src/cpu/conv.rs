@@ -26,6 +26,24 @@ pub struct Conv2dGeometry {
 }
 
 impl Conv2dGeometry {
+    /// The same convolution with height and width swapped, when the width is 1 throughout
+    /// (input, kernel and output, no width padding: 1-d signals laid out `[N, C, L, 1]`).
+    /// `[N, C, L, 1]` and `[N, C, 1, L]` are the same memory, and the swapped form gives the
+    /// im2col rows of `L` values to copy instead of `L` rows of one value; the product's
+    /// reduction order is unchanged, so are the numbers.
+    fn unit_width_as_height(&self) -> Option<Conv2dGeometry> {
+        let unit_width = self.input[3] == 1 && self.weight[3] == 1 && self.output[1] == 1 && self.pads[1] == (0, 0);
+        (unit_width && self.input[2] > 1).then(|| Conv2dGeometry {
+            input: [self.input[0], self.input[1], 1, self.input[2]],
+            weight: [self.weight[0], self.weight[1], 1, self.weight[2]],
+            group: self.group,
+            strides: [1, self.strides[0]],
+            dilations: [1, self.dilations[0]],
+            pads: [(0, 0), self.pads[0]],
+            output: [1, self.output[0]],
+        })
+    }
+
     /// Every output channel reads one input channel (several groups of one channel each):
     /// computed directly ([`super::depthwise`]), not as 1-row matrix products.
     fn depthwise(&self) -> bool {
@@ -80,6 +98,8 @@ pub fn try_conv2d(
         None => None,
     };
     let shape = [g.input[0], g.weight[0], g.output[0], g.output[1]];
+    let swapped = g.unit_width_as_height();
+    let g = swapped.as_ref().unwrap_or(g);
     if g.depthwise() {
         return Some(x.like_f32(&shape, super::depthwise::conv2d(xv, wv, bv, g)));
     }
@@ -250,6 +270,10 @@ mod tests {
             geometry([1, 3, 11, 12], [6, 1, 3, 2], 3, [2, 1], [2, 2], [(1, 3), (0, 2)]),
             geometry([1, 2, 3, 3], [2, 1, 2, 2], 2, [1, 1], [1, 1], [(3, 2), (2, 3)]),
             geometry([1, 24, 40, 40], [24, 1, 3, 3], 24, [1, 1], [1, 1], [(1, 1), (1, 1)]),
+            // Width 1 throughout (computed with height and width swapped): dense with stride 2
+            // and padding, depthwise.
+            geometry([1, 6, 33, 1], [5, 6, 3, 1], 1, [2, 1], [1, 1], [(1, 2), (0, 0)]),
+            geometry([2, 4, 20, 1], [4, 1, 5, 1], 4, [1, 1], [2, 1], [(4, 4), (0, 0)]),
         ];
         for g in &cases {
             let [n, c, h, wd] = g.input;
@@ -257,11 +281,14 @@ mod tests {
             let x: Vec<f32> = (0..n * c * h * wd).map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.25).collect();
             let w: Vec<f32> = (0..m * cg * kh * kw).map(|i| ((i * 11 % 7) as f32 - 3.0) * 0.5).collect();
             let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.25 - 1.0).collect();
+            let swapped = g.unit_width_as_height();
+            assert_eq!(swapped.is_some(), g.input[3] == 1, "{:?}", g.input);
+            let g_run = swapped.as_ref().unwrap_or(g);
             for bias in [None, Some(&b[..])] {
-                let got = if g.depthwise() {
-                    super::super::depthwise::conv2d(&x, &w, bias, g)
+                let got = if g_run.depthwise() {
+                    super::super::depthwise::conv2d(&x, &w, bias, g_run)
                 } else {
-                    conv2d(&x, &pack_weights(&w, g), bias, g)
+                    conv2d(&x, &pack_weights(&w, g_run), bias, g_run)
                 };
                 let want = reference(&x, &w, bias, g);
                 assert_eq!(got.len(), want.len());

@@ -8,7 +8,9 @@ use crate::error::{QuantError, Result};
 use crate::observer::{Collector, HistMode, Observer, ObserverOptions, create_observer};
 use mppq_exec::hooks::{Tap, TensorTap};
 use mppq_exec::{Executor, Value};
-use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at_mut, sync_dominated};
+use mppq_ir::quant::{
+    ConfigLocation, ConfigSide, ObserverKind, QuantizationState, TensorQuantConfig, config_at_mut, sync_dominated,
+};
 use mppq_ir::{Graph, OpId, op_roles};
 use std::collections::HashMap;
 
@@ -174,10 +176,7 @@ impl ObservationCache {
     fn store(&mut self, variable: &str, collected: &Collector) {
         let Some(by_variable) = self.current() else { return };
         let list = by_variable.entry(variable.to_string()).or_default();
-        if !list
-            .iter()
-            .any(|c| c.mode == collected.mode && c.bins == collected.bins && c.layout.axis == collected.layout.axis)
-        {
+        if !list.iter().any(|c| c.collects_like(collected)) {
             list.push(collected.clone());
         }
     }
@@ -186,12 +185,13 @@ impl ObservationCache {
 /// Histogram collections by variable name.
 type Collections = HashMap<String, Vec<Collector>>;
 
-/// A one-pass observer that also fills a histogram for the [`ObservationCache`] in a second
-/// pass ([`ObservationCache::prefetch_histograms`]). A tensor whose histogram cannot be built
-/// (nothing observed) only loses the cache entry: the inner observer decides as always.
+/// A min/max observer that also fills a histogram for the [`ObservationCache`] in a second pass
+/// ([`ObservationCache::prefetch_histograms`]). Pass 0 is the collector's alone (its ranges are
+/// min/max's, adopted when pass 1 begins); a tensor whose histogram cannot be built (nothing
+/// observed) only loses the cache entry: min/max decides as always.
 #[derive(Debug)]
 struct WithHistogram {
-    inner: Box<dyn Observer>,
+    minmax: Box<dyn Observer>,
     collector: Collector,
     pass: usize,
     complete: bool,
@@ -199,10 +199,10 @@ struct WithHistogram {
 
 impl Observer for WithHistogram {
     fn name(&self) -> &'static str {
-        self.inner.name()
+        self.minmax.name()
     }
     fn variable(&self) -> &str {
-        self.inner.variable()
+        self.minmax.variable()
     }
     fn passes(&self) -> usize {
         2
@@ -210,28 +210,22 @@ impl Observer for WithHistogram {
     fn begin_pass(&mut self, pass: usize) -> Result<()> {
         self.pass = pass;
         if pass == 0 {
-            self.inner.begin_pass(0)?;
+            self.minmax.begin_pass(0)?;
             self.collector.begin_pass(0)?;
         } else {
+            self.minmax.adopt(&self.collector);
             self.complete = self.collector.begin_pass(pass).is_ok();
         }
         Ok(())
     }
     fn observe(&mut self, values: &[f32], shape: &[usize]) -> Result<()> {
-        if self.pass == 0 {
-            self.inner.observe(values, shape)?;
-            self.collector.observe(values, shape)
-        } else if self.complete {
-            self.collector.observe(values, shape)
-        } else {
-            Ok(())
-        }
+        if self.pass == 0 || self.complete { self.collector.observe(values, shape) } else { Ok(()) }
     }
     fn finalize(&self, config: &mut TensorQuantConfig) -> Result<()> {
-        self.inner.finalize(config)
+        self.minmax.finalize(config)
     }
     fn statistics_len(&self) -> usize {
-        self.inner.statistics_len() + self.collector.statistics_len()
+        self.minmax.statistics_len() + self.collector.statistics_len()
     }
     fn collected(&self) -> Option<&Collector> {
         Some(&self.collector).filter(|c| self.complete && c.is_complete())
@@ -253,7 +247,6 @@ pub fn calibrate_activations_cached(
     cache.prepare(graph, count);
     let mut served: Vec<(Key, Box<dyn Observer>)> = Vec::new();
     let mut activations: HashMap<Key, Box<dyn Observer>> = HashMap::new();
-    let mut names: HashMap<Key, String> = HashMap::new();
     for (key, name, value) in slots(graph) {
         if value.is_some() {
             continue;
@@ -267,11 +260,11 @@ pub fn calibrate_activations_cached(
             served.push((key, observer));
             continue;
         }
-        if cache.prefetch_histograms && observer.passes() == 1 && !config.policy.is_floating() {
-            let collector = Collector::new(&name, "hist", config.channel_axis, HistMode::Signed, setting.options.bins);
-            observer = Box::new(WithHistogram { inner: observer, collector, pass: 0, complete: false });
+        if cache.prefetch_histograms && config.observer == ObserverKind::Minmax && !config.policy.is_floating() {
+            let collector =
+                Collector::new(&name, "minmax", config.channel_axis, HistMode::Signed, setting.options.bins);
+            observer = Box::new(WithHistogram { minmax: observer, collector, pass: 0, complete: false });
         }
-        names.insert(key, name);
         activations.insert(key, observer);
     }
     cache.served += served.len();
@@ -305,8 +298,8 @@ pub fn calibrate_activations_cached(
             }
         }
         for (key, observer) in hook.0.observers {
-            if let (Some(collected), Some(name)) = (observer.collected(), names.get(&key)) {
-                cache.store(name, collected);
+            if let Some(collected) = observer.collected() {
+                cache.store(observer.variable(), collected);
             }
             observers.push((key, observer));
         }

@@ -172,11 +172,15 @@ impl Collector {
         self.pass == 1 && !self.hists.is_empty()
     }
 
-    /// Takes `other`'s statistics when it collected them the same way (histogram mode, size and
-    /// channel axis) and both of its passes ran; returns whether it did.
+    /// Whether `other` collects the same statistics (histogram mode, size and channel axis).
+    pub fn collects_like(&self, other: &Collector) -> bool {
+        other.mode == self.mode && other.bins == self.bins && other.layout.axis == self.layout.axis
+    }
+
+    /// Takes `other`'s statistics when it collected them the same way ([`Self::collects_like`])
+    /// and both of its passes ran; returns whether it did.
     pub fn adopt(&mut self, other: &Collector) -> bool {
-        let same = other.mode == self.mode && other.bins == self.bins && other.layout.axis == self.layout.axis;
-        if !same || !other.is_complete() {
+        if !self.collects_like(other) || !other.is_complete() {
             return false;
         }
         self.layout.channels = other.layout.channels;

@@ -71,11 +71,10 @@ fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
 impl Kernel for Unary {
     fn run(&self, ctx: &KernelContext<'_>, inputs: Vec<Option<Value>>) -> Result<Vec<Option<Value>>> {
         let x = ctx.inputs(inputs).tensor(0)?;
-        if let Some(values) = crate::cpu::f32_values(&x).filter(|_| self.logistic) {
-            use crate::cpu::elementwise::{logistic, map_runs};
-            let mut y = vec![0f32; values.len()];
-            map_runs(values, &mut y, usize::MAX, |v, _| logistic(v));
-            return Ok(vec![Some(x.like_f32(&x.shape(), y).into())]);
+        if self.logistic
+            && let Some(y) = crate::cpu::elementwise::try_unary(&x, crate::cpu::elementwise::logistic)
+        {
+            return Ok(vec![Some(y.into())]);
         }
         let f = match (x.kind(), self.int) {
             (Kind::Float, _) => self.float,

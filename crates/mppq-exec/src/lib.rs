@@ -12,6 +12,8 @@
 //!   implementation, registration), in folders named after ONNX's operator families
 //!   (controlflow, generator, logical, math, nn, object_detection, optional, quantization,
 //!   reduction, rnn, sequence, signal, tensor).
+//! - [`allocator`]: keeping freed tensor memory for the next pass (a process setting the CLI
+//!   turns on; page faults were a third of a quantize's time).
 //! - [`budget`]: the largest tensor an operator may allocate from computed sizes (checked before
 //!   allocating, so an absurd size is an error naming the node, not an abort).
 //! - [`cpu`]: the hand-written CPU kernels (convolution on a packed matrix product, max pooling)
@@ -23,6 +25,7 @@
 //!   calling the [`hooks`] ([`ExecHook`]) around every operation.
 //! - [`tensor`], [`value`], [`device`], [`error`]: values, devices and errors.
 
+pub mod allocator;
 pub mod budget;
 pub mod cpu;
 pub mod device;

@@ -336,6 +336,8 @@ fn parse_observer(s: &str) -> std::result::Result<mppq_api::ir::quant::ObserverK
 /// message says what and how to fix it); 2 an internal error (a bug in mppq: please report it);
 /// clap's own 2 for unparseable command lines.
 fn main() -> std::process::ExitCode {
+    // Passes reuse the pages of the last pass's tensors instead of faulting new ones in.
+    mppq_api::exec::allocator::retain_freed_memory();
     let cli = Cli::parse();
     std::panic::set_hook(Box::new(|info| {
         eprintln!("internal error (a bug in mppq {}; please report it): {info}", env!("CARGO_PKG_VERSION"));

@@ -116,3 +116,16 @@ fn equalization_gains_3_db_on_a_depthwise_cnn_with_per_tensor_int8_weights() {
     println!("with ssd_equalization {c:.2} dB: {line}");
     assert!(line.contains("kept") && c >= a + 3.0, "ssd_equalization: {a:.2} → {c:.2} dB: {line}");
 }
+
+#[test]
+fn the_analysis_runs_a_second_float_model_only_when_passes_changed_the_float_graph() {
+    let dir = testdata();
+    for (level, second) in [(1, false), (2, true)] {
+        let mut q = mppq_api::load_quantizer(&dir.join("tiny_cnn.onnx"), at_level(level)).unwrap();
+        let progress = &mut mppq_api::passes::NoProgress;
+        let calib = mppq_api::quantize::open_calibration(&q, &dir.join("tiny_cnn_calib"), progress).unwrap();
+        q.quantize(&calib, progress).unwrap();
+        // Level 1 changes quantization configs only; level 2's equalization rescales weights.
+        assert_eq!(q.reference_executor().unwrap().is_some(), second, "level {level}");
+    }
+}

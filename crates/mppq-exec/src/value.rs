@@ -92,3 +92,25 @@ impl<'a> Inputs<'a> {
         Ok(self.opt_tensor(i)?.map(|t| t.to_i64_vec()))
     }
 }
+
+/// A run's float outputs by name, as `f32` ([`float_outputs`]).
+pub type NamedOutputs = Vec<(String, Vec<f32>)>;
+
+/// The float tensors (f32, f64, f16, bf16; not low-precision stand-ins) among a run's outputs,
+/// by name, as `f32`.
+pub fn float_outputs(outputs: Vec<(String, Value)>) -> NamedOutputs {
+    outputs
+        .into_iter()
+        .filter_map(|(name, v)| {
+            let t = v.into_tensor()?;
+            let float = matches!(
+                t.dtype(),
+                mppq_ir::DataType::Float
+                    | mppq_ir::DataType::Double
+                    | mppq_ir::DataType::Float16
+                    | mppq_ir::DataType::BFloat16
+            );
+            float.then(|| (name, t.to_f32_vec()))
+        })
+        .collect()
+}

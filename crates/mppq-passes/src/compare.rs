@@ -61,24 +61,7 @@ pub fn mean_snr_db(noise_to_signal: impl IntoIterator<Item = f64>) -> f64 {
     snr_db(sum / n.max(1) as f64)
 }
 
-/// The float tensors (f32, f64, f16, bf16; not low-precision stand-ins) among a run's outputs,
-/// by name, as `f32`.
-pub fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<(String, Vec<f32>)> {
-    outputs
-        .into_iter()
-        .filter_map(|(name, v)| {
-            let t = v.into_tensor()?;
-            let float = matches!(
-                t.dtype(),
-                mppq_ir::DataType::Float
-                    | mppq_ir::DataType::Double
-                    | mppq_ir::DataType::Float16
-                    | mppq_ir::DataType::BFloat16
-            );
-            float.then(|| (name, t.to_f32_vec()))
-        })
-        .collect()
-}
+pub use mppq_exec::value::{NamedOutputs, float_outputs};
 
 /// Signal-to-noise ratio in dB of a noise-to-signal ratio (∞ for an exact match).
 pub fn snr_db(noise_to_signal: f64) -> f64 {

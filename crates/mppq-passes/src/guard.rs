@@ -10,7 +10,7 @@
 //!   on the changed graph before the measurement;
 //! - [`Guard::Measure`]: a change to calibrated parameters (bias correction): measured directly.
 
-use crate::compare::{float_outputs, mean_snr_db};
+use crate::compare::{NamedOutputs, float_outputs, mean_snr_db};
 use crate::error::Result;
 use crate::error::{InPass, PassError};
 use crate::pass::PassContext;
@@ -78,9 +78,6 @@ pub(crate) struct GuardState {
     expected: Option<Vec<NamedOutputs>>,
 }
 
-/// A run's float outputs by name ([`float_outputs`]).
-type NamedOutputs = Vec<(String, Vec<f32>)>;
-
 impl GuardState {
     /// The output SNR of `ctx.graph` (simulated) against `ctx.float_reference` (float; the graph
     /// itself when none was taken), over the graph's float outputs: −10·log10 of the mean
@@ -89,10 +86,19 @@ impl GuardState {
         let batches = ctx.guard.batches.min(ctx.data.batch_count());
         if self.expected.is_none() {
             let reference: &mppq_ir::Graph = ctx.float_reference.as_ref().unwrap_or(ctx.graph);
-            let exec = Executor::new(reference, ctx.registry, ctx.device, ctx.opsets).in_pass(pass)?;
-            let expected = (0..batches)
-                .map(|b| Ok(float_outputs(exec.run(ctx.batch(b, pass)?, &mut []).in_pass(pass)?)))
-                .collect::<Result<Vec<_>>>()?;
+            // Calibration ran this float graph on these batches already and kept the outputs.
+            let fingerprint = reference.float_fingerprint();
+            let kept: Option<Vec<NamedOutputs>> =
+                (0..batches).map(|b| ctx.observations.float_outputs(fingerprint, b).cloned()).collect();
+            let expected = match kept {
+                Some(kept) => kept,
+                None => {
+                    let exec = Executor::new(reference, ctx.registry, ctx.device, ctx.opsets).in_pass(pass)?;
+                    (0..batches)
+                        .map(|b| Ok(float_outputs(exec.run(ctx.batch(b, pass)?, &mut []).in_pass(pass)?)))
+                        .collect::<Result<Vec<_>>>()?
+                }
+            };
             self.expected = Some(expected);
         }
         let Some(expected) = self.expected.as_ref() else { return Ok(f64::INFINITY) };

@@ -91,7 +91,7 @@ mod test_graphs;
 mod training_tests;
 
 pub use block::BlockRunner;
-pub use compare::{CompareTarget, ErrorStats, compare_to_reference, float_outputs, mean_snr_db, snr_db};
+pub use compare::{CompareTarget, ErrorStats, NamedOutputs, compare_to_reference, float_outputs, mean_snr_db, snr_db};
 pub use error::{PassError, Result};
 pub use guard::{Guard, GuardOptions, GuardOutcome};
 pub use params::{OpParams, ParamView, op_params, write_param};

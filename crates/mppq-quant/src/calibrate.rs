@@ -7,6 +7,7 @@ use crate::data::CalibrationData;
 use crate::error::{QuantError, Result};
 use crate::observer::{Collector, HistMode, Observer, ObserverOptions, create_observer};
 use mppq_exec::hooks::{Tap, TensorTap};
+use mppq_exec::value::{NamedOutputs, float_outputs};
 use mppq_exec::{Executor, Value};
 use mppq_ir::quant::{
     ConfigLocation, ConfigSide, ObserverKind, QuantizationState, TensorQuantConfig, config_at_mut, sync_dominated,
@@ -135,6 +136,10 @@ pub fn calibrate_activations(
 /// Entries belong to one [`Graph::float_fingerprint`] and batch count; the last
 /// [`ObservationCache::GRAPHS`] graphs are kept (a rejected transform's graph is followed by the
 /// accepted one again). Memory: one histogram per activation config and graph.
+///
+/// The first pass over the data is a float run of the graph, so the cache also keeps each
+/// batch's graph outputs (up to [`ObservationCache::OUTPUT_BYTES`]): the guard's float reference
+/// on the same graph reads them instead of running the model once more per batch.
 #[derive(Debug, Default)]
 pub struct ObservationCache {
     /// Fill histograms for one-pass (min/max) configs too, at the cost of a second pass,
@@ -142,6 +147,8 @@ pub struct ObservationCache {
     pub prefetch_histograms: bool,
     /// Per (fingerprint, batches), oldest first: the collections by variable name.
     graphs: Vec<((u64, usize), Collections)>,
+    /// Per fingerprint, the float outputs of batches 0, 1, … (the latest graph's only).
+    outputs: Option<(u64, Vec<NamedOutputs>)>,
     /// Observers served from the cache, and observers that ran over the data, so far.
     pub served: usize,
     pub observed: usize,
@@ -150,9 +157,31 @@ pub struct ObservationCache {
 impl ObservationCache {
     /// How many graphs' collections are kept.
     pub const GRAPHS: usize = 4;
+    /// The most bytes of graph outputs kept.
+    pub const OUTPUT_BYTES: usize = 256 << 20;
 
-    /// Makes the entry of `graph` and `batches` the current (last) one.
-    fn prepare(&mut self, graph: &Graph, batches: usize) {
+    /// The float outputs of batch `batch` of the graph with this [`Graph::float_fingerprint`],
+    /// when a calibration run kept them.
+    pub fn float_outputs(&self, fingerprint: u64, batch: usize) -> Option<&NamedOutputs> {
+        self.outputs.as_ref().filter(|(f, _)| *f == fingerprint).and_then(|(_, kept)| kept.get(batch))
+    }
+
+    /// Keeps batch `batch`'s outputs if the batches before it are kept and the bound allows.
+    fn keep_outputs(&mut self, fingerprint: u64, batch: usize, outputs: Vec<(String, Value)>) {
+        if batch == 0 || self.outputs.as_ref().is_some_and(|(f, _)| *f != fingerprint) {
+            self.outputs = Some((fingerprint, Vec::new()));
+        }
+        let Some((_, kept)) = self.outputs.as_mut() else { return };
+        let bytes = |o: &NamedOutputs| o.iter().map(|(_, v)| v.len() * 4).sum::<usize>();
+        let outputs = float_outputs(outputs);
+        if kept.len() == batch && kept.iter().map(bytes).sum::<usize>() + bytes(&outputs) <= Self::OUTPUT_BYTES {
+            kept.push(outputs);
+        }
+    }
+
+    /// Makes the entry of `graph` and `batches` the current (last) one; returns the graph's
+    /// fingerprint.
+    fn prepare(&mut self, graph: &Graph, batches: usize) -> u64 {
         let key = (graph.float_fingerprint(), batches);
         let entry = match self.graphs.iter().position(|(k, _)| *k == key) {
             Some(at) => self.graphs.remove(at),
@@ -162,6 +191,7 @@ impl ObservationCache {
             self.graphs.remove(0);
         }
         self.graphs.push(entry);
+        key.0
     }
 
     fn current(&mut self) -> Option<&mut Collections> {
@@ -244,7 +274,7 @@ pub fn calibrate_activations_cached(
     mut progress: impl FnMut(&str, usize, usize),
 ) -> Result<usize> {
     let count = setting.steps.map_or(batches.batch_count(), |s| s.min(batches.batch_count()));
-    cache.prepare(graph, count);
+    let fingerprint = cache.prepare(graph, count);
     let mut served: Vec<(Key, Box<dyn Observer>)> = Vec::new();
     let mut activations: HashMap<Key, Box<dyn Observer>> = HashMap::new();
     for (key, name, value) in slots(graph) {
@@ -289,10 +319,14 @@ pub fn calibrate_activations_cached(
             for i in 0..count {
                 let batch =
                     batches.batch(i, exec.device()).map_err(|message| QuantError::Batch { batch: i, message })?;
-                exec.run(batch, &mut [&mut hook])
+                let outputs = exec
+                    .run(batch, &mut [&mut hook])
                     .map_err(|e| QuantError::Batch { batch: i, message: format!("the model failed: {e}") })?;
                 if let Some(e) = hook.0.error.take() {
                     return Err(e);
+                }
+                if pass == 0 {
+                    cache.keep_outputs(fingerprint, i, outputs);
                 }
                 progress(&task, i + 1, count);
             }

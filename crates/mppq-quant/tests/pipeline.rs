@@ -147,6 +147,14 @@ fn observers_of_one_graph_share_a_histogram_collection() {
     calibrate_activations(&mut plain, &exec, &data, &setting, |_, _, _| {}).unwrap();
     assert_eq!(scales(&minmax), scales(&plain));
     assert_eq!((cache.observed, cache.served), (n, 0));
+    // The first pass's graph outputs are kept: what a float run of each batch gives.
+    use mppq_quant::data::CalibrationData;
+    let fingerprint = minmax.float_fingerprint();
+    for b in 0..data.batch_count() {
+        let run = mppq_exec::value::float_outputs(exec.run(data.batch(b, &Device::cpu()).unwrap(), &mut []).unwrap());
+        assert_eq!(cache.float_outputs(fingerprint, b), Some(&run), "batch {b}");
+    }
+    assert_eq!(cache.float_outputs(fingerprint, data.batch_count()), None);
     // Percentile on the same float graph: served from those histograms without running the
     // model, with exactly the parameters of its own two passes.
     let (mut served, _, _) = configured("percentile");
@@ -170,4 +178,6 @@ fn observers_of_one_graph_share_a_histogram_collection() {
     let exec = Executor::new(&changed, &OpRegistry::builtin(), &Device::cpu(), &|_| 17).unwrap();
     calibrate_activations_cached(&mut changed, &exec, &data, &setting, &mut cache, |_, _, _| {}).unwrap();
     assert_eq!(cache.served, n, "nothing served for another graph");
+    assert_eq!(cache.float_outputs(fingerprint, 0), None, "outputs of another graph are not served");
+    assert!(cache.float_outputs(changed.float_fingerprint(), 0).is_some());
 }

@@ -179,6 +179,19 @@ impl Tensor {
         if t.inner.shape().num_dims() == 0 && !device::is_cpu(&t.inner.device()) { t.hold_as_scalar() } else { t }
     }
 
+    /// [`Tensor::from_dispatch`] of an element-wise result whose ONNX shape is `shape`: a scalar
+    /// computed on `[1]` stand-ins (a device without rank-0 tensors) stays the scalar it is, so
+    /// `Unsqueeze(Mul(a[], b[]))` is `[1]`, not `[1, 1]`.
+    pub fn from_dispatch_shaped(inner: DispatchTensor, shape: &[usize]) -> Self {
+        let t = Self::from_dispatch(inner);
+        let physical = t.inner.shape();
+        if shape.is_empty() && !t.logical.scalar && physical.num_dims() == 1 && physical.num_elements() == 1 {
+            t.hold_as_scalar()
+        } else {
+            t
+        }
+    }
+
     /// A physical rank-0 or `[1]` tensor held as a logical scalar.
     fn hold_as_scalar(self) -> Self {
         let inner = if self.inner.shape().num_dims() == 0 {

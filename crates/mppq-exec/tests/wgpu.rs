@@ -53,6 +53,17 @@ fn scalar_inputs_keep_rank_zero() {
 }
 
 #[test]
+fn element_wise_results_of_scalars_are_scalars() {
+    // Mul of two scalars, as a shape computation does (the bench's detect_branch: H·W of a
+    // Shape), then Neg: each result is rank 0 (held as [1], reported as []), so an Unsqueeze
+    // after them gives [1], not [1, 1].
+    let device = Device::wgpu();
+    let (a, b) = (TensorData::scalar(3i64), TensorData::scalar(4i64));
+    let y = run_chain(&device, vec![Operation::new("Mul", "mul"), Operation::new("Neg", "neg")], &[a, b]);
+    assert_eq!((y.shape(), y.to_i64_vec()), (vec![], vec![-12]));
+}
+
+#[test]
 fn comparisons_give_bools() {
     let device = Device::wgpu();
     let a = TensorData::from_vec(vec![3], &[1.0f32, 5.0, 3.0]).unwrap();

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{align_binary, one};
+use crate::ops::util::elementwise::{align_binary, one_shaped};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -52,16 +52,20 @@ impl Kernel for Bitwise {
             return Err(ctx.err(format!("{} inputs are not supported (integers only)", a.dtype())));
         }
         if let Op::Not = self.0 {
-            return one(Dispatch::bitwise_not(a.into_dispatch()));
+            let shape = a.shape();
+            return one_shaped(Dispatch::bitwise_not(a.into_dispatch()), &shape);
         }
-        let (a, b, _) = align_binary(ctx, a, ins.tensor(1)?)?;
+        let (a, b, shape) = align_binary(ctx, a, ins.tensor(1)?)?;
         let (x, y) = (a.into_dispatch(), b.into_dispatch());
-        one(match self.0 {
-            Op::Left => Dispatch::bitwise_left_shift(x, y),
-            Op::Right => Dispatch::bitwise_right_shift(x, y),
-            Op::And => Dispatch::bitwise_and(x, y),
-            Op::Or => Dispatch::bitwise_or(x, y),
-            _ => Dispatch::bitwise_xor(x, y),
-        })
+        one_shaped(
+            match self.0 {
+                Op::Left => Dispatch::bitwise_left_shift(x, y),
+                Op::Right => Dispatch::bitwise_right_shift(x, y),
+                Op::And => Dispatch::bitwise_and(x, y),
+                Op::Or => Dispatch::bitwise_or(x, y),
+                _ => Dispatch::bitwise_xor(x, y),
+            },
+            &shape,
+        )
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{self, align_binary, one};
+use crate::ops::util::elementwise::{self, align_binary, one_shaped};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -46,7 +46,7 @@ impl Kernel for Compare {
         let mut ins = ctx.inputs(inputs);
         let (a, b) = (ins.tensor(0)?, ins.tensor(1)?);
         let b = self.legacy.apply(ctx, &a, b)?;
-        let (a, b, _) = align_binary(ctx, a, b)?;
+        let (a, b, shape) = align_binary(ctx, a, b)?;
         let kind = a.kind();
         let (x, y) = (a.into_dispatch(), b.into_dispatch());
         let bd = crate::tensor::bool_for(&x);
@@ -64,6 +64,6 @@ impl Kernel for Compare {
             (Kind::Bool, Cmp::Eq) => Dispatch::bool_equal(x, y),
             (Kind::Bool, _) => return Err(ctx.err("boolean operands can only be compared for equality")),
         };
-        one(out)
+        one_shaped(out, &shape)
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{Legacy, align_binary, one};
+use crate::ops::util::elementwise::{Legacy, align_binary, one_shaped};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -46,16 +46,20 @@ impl Kernel for Logic {
             return Err(ctx.err(format!("{} inputs are not supported (bool only)", a.dtype())));
         }
         if let Op::Not = self.op {
-            return one(Dispatch::bool_not(a.into_dispatch()));
+            let shape = a.shape();
+            return one_shaped(Dispatch::bool_not(a.into_dispatch()), &shape);
         }
         let b = ins.tensor(1)?;
         let b = self.legacy.apply(ctx, &a, b)?;
-        let (a, b, _) = align_binary(ctx, a, b)?;
+        let (a, b, shape) = align_binary(ctx, a, b)?;
         let (x, y) = (a.into_dispatch(), b.into_dispatch());
-        one(match self.op {
-            Op::And => Dispatch::bool_and(x, y),
-            Op::Or => Dispatch::bool_or(x, y),
-            _ => Dispatch::bool_xor(x, y),
-        })
+        one_shaped(
+            match self.op {
+                Op::And => Dispatch::bool_and(x, y),
+                Op::Or => Dispatch::bool_or(x, y),
+                _ => Dispatch::bool_xor(x, y),
+            },
+            &shape,
+        )
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{Legacy, align_binary, div_overflows, has_zero, one};
+use crate::ops::util::elementwise::{Legacy, align_binary, div_overflows, has_zero, one_shaped};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -62,7 +62,7 @@ impl Kernel for Arith {
         let mut ins = ctx.inputs(inputs);
         let (a, b) = (ins.tensor(0)?, ins.tensor(1)?);
         let b = self.legacy.apply(ctx, &a, b)?;
-        let (a, b, _) = align_binary(ctx, a, b)?;
+        let (a, b, shape) = align_binary(ctx, a, b)?;
         let kind = a.kind();
         if kind == Kind::Int && matches!(self.op, Op::Div | Op::FloorMod | Op::Fmod) && has_zero(&b) {
             return Err(ctx.err("integer division by zero"));
@@ -99,6 +99,6 @@ impl Kernel for Arith {
             }
             (Kind::Bool, _) => return Err(ctx.err("boolean operands are not allowed")),
         };
-        one(out)
+        one_shaped(out, &shape)
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{Legacy, align_shapes, one};
+use crate::ops::util::elementwise::{Legacy, align_shapes, one_shaped};
 use crate::registry::OpRegistry;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
@@ -40,14 +40,14 @@ impl Kernel for Pow {
                     Kind::Float => Dispatch::float_cast(b.into_dispatch(), dtype.into()),
                     _ => Dispatch::int_into_float(b.into_dispatch(), FloatDType::from(dtype)),
                 };
-                one(Dispatch::float_powf(a.into_dispatch(), y))
+                one_shaped(Dispatch::float_powf(a.into_dispatch(), y), &shape)
             }
             _ => {
                 // Integer base: small in practice; exact for results below 2^53.
                 let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
                 let v: Vec<i64> = x.iter().zip(&y).map(|(x, y)| x.powf(*y) as i64).collect();
                 let t = Tensor::from_i64(&shape, v, ctx.device).cast(a.dtype())?;
-                one(t.into_dispatch())
+                one_shaped(t.into_dispatch(), &shape)
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{self, align_binary, int_scalar, one, select};
+use crate::ops::util::elementwise::{self, align_binary, int_scalar, one_shaped, select};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -56,6 +56,6 @@ impl Kernel for PRelu {
             }
             Kind::Bool => return Err(ctx.err("boolean inputs are not supported")),
         };
-        one(out)
+        one_shaped(out, &shape)
     }
 }

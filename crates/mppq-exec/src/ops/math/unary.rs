@@ -5,7 +5,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{int_scalar, one};
+use crate::ops::util::elementwise::{int_scalar, one_shaped};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -81,6 +81,7 @@ impl Kernel for Unary {
             (Kind::Int, Some(f)) => f,
             _ => return Err(ctx.err(format!("{} inputs are not supported", x.dtype()))),
         };
-        one(f(x.into_dispatch()))
+        let shape = x.shape();
+        one_shaped(f(x.into_dispatch()), &shape)
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{align_binary, one, select};
+use crate::ops::util::elementwise::{align_binary, one_shaped, select};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -96,14 +96,18 @@ impl Kernel for Variadic {
                 n += 1;
                 continue;
             }
-            let (a, b, _) = align_binary(ctx, acc, t)?;
-            acc = crate::tensor::Tensor::from_dispatch(pair(self.0, kind, a.into_dispatch(), b.into_dispatch()));
+            let (a, b, shape) = align_binary(ctx, acc, t)?;
+            acc = crate::tensor::Tensor::from_dispatch_shaped(
+                pair(self.0, kind, a.into_dispatch(), b.into_dispatch()),
+                &shape,
+            );
             n += 1;
         }
+        let shape = acc.shape();
         let mut out = acc.into_dispatch();
         if self.0 == Op::Mean && n > 1 {
             out = Dispatch::float_div_scalar(out, Scalar::Float(n as f64));
         }
-        one(out)
+        one_shaped(out, &shape)
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::kernel::{Kernel, KernelContext, OpNode};
-use crate::ops::util::elementwise::{align_all, one, select};
+use crate::ops::util::elementwise::{align_all, one_shaped, select};
 use crate::registry::OpRegistry;
 use crate::tensor::Kind;
 use crate::value::Value;
@@ -28,10 +28,13 @@ impl Kernel for Where {
             return Err(ctx.err(format!("x and y have different types: {} and {}", x.dtype(), y.dtype())));
         }
         let kind = x.kind();
+        // Three scalars select a scalar.
+        let scalar = c.rank() == 0 && x.rank() == 0 && y.rank() == 0;
         let mut v = align_all(ctx, vec![c, x, y])?.into_iter();
         let (Some(c), Some(x), Some(y)) = (v.next(), v.next(), v.next()) else {
             return Err(ctx.err("three inputs are required"));
         };
-        one(select(c.into_dispatch(), x.into_dispatch(), y.into_dispatch(), kind))
+        let shape = if scalar { Vec::new() } else { x.shape() };
+        one_shaped(select(c.into_dispatch(), x.into_dispatch(), y.into_dispatch(), kind), &shape)
     }
 }

@@ -107,6 +107,12 @@ pub fn one(t: DispatchTensor) -> Result<Vec<Option<Value>>> {
     Ok(vec![Some(Tensor::from_dispatch(t).into())])
 }
 
+/// One tensor output of an element-wise operation whose ONNX result has `shape` (see
+/// [`Tensor::from_dispatch_shaped`]: scalars stay scalars on devices without rank 0).
+pub fn one_shaped(t: DispatchTensor, shape: &[usize]) -> Result<Vec<Option<Value>>> {
+    Ok(vec![Some(Tensor::from_dispatch_shaped(t, shape).into())])
+}
+
 /// Requires a float tensor.
 pub fn need_float(ctx: &KernelContext<'_>, t: &Tensor) -> Result<()> {
     if t.kind() == Kind::Float {

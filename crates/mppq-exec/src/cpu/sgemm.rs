@@ -92,6 +92,9 @@ pub fn gemm_with(kernel: GemmKernel, a: &PackedA, b: &impl PanelSource, n: usize
         (i * units / parts * size).min(len)..((i + 1) * units / parts * size).min(len)
     };
     let out = SharedOut(c.as_mut_ptr());
+    // Tasks that share columns (few columns, many threads: a 7×7 layer on 16 threads) would each
+    // pack the same columns of B; then B is packed once, in parallel, and every task reads it.
+    let shared = (row_tasks > 1).then(|| SharedB::pack(b, k, n));
     let task = |t: usize| {
         let rows = share(t / col_tasks, row_tasks, row_units, tile_m, m);
         let cols = share(t % col_tasks, col_tasks, col_units, tile_n, n);
@@ -101,13 +104,54 @@ pub fn gemm_with(kernel: GemmKernel, a: &PackedA, b: &impl PanelSource, n: usize
         // SAFETY: the kernel is supported (checked above); tasks cover disjoint (row range ×
         // column range) blocks of `c`, which is at least m×n with row stride n; each task writes
         // only inside its block.
-        unsafe { block(kernel, a, b, n, bias, &out, rows, cols) };
+        unsafe { block(kernel, a, b, shared.as_ref(), n, bias, &out, rows, cols) };
     };
     if row_tasks * col_tasks == 1 {
         task(0);
     } else {
         (0..row_tasks * col_tasks).into_par_iter().for_each(task);
     }
+}
+
+/// All of B packed, K block by K block, each as [`PanelSource::pack`] lays out every column:
+/// `[panel][kc][NR]`. A task's columns (which start on a panel boundary) are then one contiguous
+/// slice of each K block.
+struct SharedB {
+    data: Vec<f32>,
+    panels: usize,
+}
+
+impl SharedB {
+    fn pack(b: &impl PanelSource, k: usize, n: usize) -> Self {
+        let (kcb, panels) = (k_block(k), n.div_ceil(NR));
+        let mut data = vec![0f32; k * panels * NR];
+        // Chunks of whole panels per K block: packing is spread over the threads too.
+        let chunk = panels.div_ceil(rayon::current_num_threads()).max(1);
+        let mut jobs = Vec::new();
+        let mut rest = &mut data[..];
+        for k0 in (0..k).step_by(kcb) {
+            let kc = kcb.min(k - k0);
+            let (region, tail) = rest.split_at_mut(panels * kc * NR);
+            rest = tail;
+            for (i, out) in region.chunks_mut(chunk * kc * NR).enumerate() {
+                let n0 = i * chunk * NR;
+                jobs.push((k0, kc, n0, (chunk * NR).min(n - n0), out));
+            }
+        }
+        jobs.into_par_iter().for_each(|(k0, kc, n0, nc, out)| b.pack(k0, kc, n0, nc, out));
+        Self { data, panels }
+    }
+
+    /// Panels from `first_panel` on, K rows `k0..k0 + kc` (a whole K block).
+    fn panels(&self, k0: usize, kc: usize, first_panel: usize, count: usize) -> &[f32] {
+        &self.data[k0 * self.panels * NR + first_panel * kc * NR..][..count * kc * NR]
+    }
+}
+
+/// The K block size for depth `k`: blocks of equal size (576 = 3 × 192, not 256 + 256 + 64),
+/// since a short last block pays the tile write-back for little work.
+fn k_block(k: usize) -> usize {
+    k.div_ceil(k.div_ceil(KC).max(1)).max(1)
 }
 
 /// The output pointer shared by tasks that write disjoint blocks.
@@ -125,6 +169,7 @@ unsafe fn block(
     kernel: GemmKernel,
     a: &PackedA,
     b: &impl PanelSource,
+    shared: Option<&SharedB>,
     n: usize,
     bias: Option<&[f32]>,
     out: &SharedOut,
@@ -132,10 +177,8 @@ unsafe fn block(
     cols: std::ops::Range<usize>,
 ) {
     let k = a.k;
-    // K blocks of equal size (576 = 3 × 192, not 256 + 256 + 64): a short last block pays the
-    // tile write-back for little work.
-    let kcb = k.div_ceil(k.div_ceil(KC));
-    let mut bbuf = vec![0f32; NC.min(cols.len()).div_ceil(NR) * kcb * NR];
+    let kcb = k_block(k);
+    let mut bbuf = if shared.is_some() { Vec::new() } else { vec![0f32; NC.min(cols.len()).div_ceil(NR) * kcb * NR] };
     // A register tile spans `tile_panels` panels of A and of B (two with AVX-512).
     let tile_panels = kernel.tile_panels();
     for nc0 in cols.clone().step_by(NC) {
@@ -143,8 +186,14 @@ unsafe fn block(
         let panels = nc.div_ceil(NR);
         for k0 in (0..k).step_by(kcb) {
             let kc = kcb.min(k - k0);
-            let bpack = &mut bbuf[..panels * kc * NR];
-            b.pack(k0, kc, nc0, nc, bpack);
+            let bpack: &[f32] = match shared {
+                Some(shared) => shared.panels(k0, kc, nc0 / NR, panels),
+                None => {
+                    let bpack = &mut bbuf[..panels * kc * NR];
+                    b.pack(k0, kc, nc0, nc, bpack);
+                    bpack
+                }
+            };
             for mc0 in rows.clone().step_by(MC) {
                 let mc1 = rows.end.min(mc0 + MC);
                 for r in (mc0..mc1).step_by(tile_panels * MR) {
@@ -685,6 +734,13 @@ mod tests {
     fn threaded_split_by_rows_and_by_columns() {
         check(130, 33, 600, true); // few columns: split by rows
         check(20, 700, 300, true); // many columns: split by columns
+        // More threads than column tiles: row tasks read one B packed for all of them, in two
+        // and three K blocks, from column tasks that start at panel 0, 2 and 4.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(8).build().unwrap();
+        pool.install(|| {
+            check(130, 33, 600, true);
+            check(200, 70, 900, false);
+        });
     }
 
     #[test]

@@ -108,8 +108,9 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<Stri
     let mut loaded = mppq_onnx::load_model(model)?;
     // ONNX Runtime folds BatchNormalization into convolutions at load; so do we.
     mppq_ir::morph::fold_batchnorm(&mut loaded.graph)?;
-    let device = Device::by_name(&opts.device)
-        .with_context(|| format!("device `{}` is not in this build (wgpu needs `--features wgpu`)", opts.device))?;
+    let device = Device::by_name(&opts.device).with_context(|| {
+        format!("device `{}` is not in this build (wgpu and ndarray need the xtask feature of that name)", opts.device)
+    })?;
     let opsets = |d: &str| loaded.opset(d).unwrap_or(0);
     let exec = Executor::new(&loaded.graph, &OpRegistry::builtin(), &device, &opsets)?;
     let feeds = mppq_api::run::read_feeds(&loaded, inputs)?;
@@ -169,6 +170,7 @@ fn time_runs(opts: &Options, mut run: impl FnMut() -> mppq_exec::Result<Vec<(Str
 fn ours_int8(model: &Path, inputs: &Path, calib: &Path, opts: &Options) -> Result<(f64, Option<String>)> {
     let device = match opts.device.as_str() {
         "wgpu" | "gpu" => mppq_api::setting::DeviceKind::Wgpu,
+        "ndarray" => mppq_api::setting::DeviceKind::Ndarray,
         _ => mppq_api::setting::DeviceKind::Cpu,
     };
     let setting = mppq_api::QuantizeSetting { device, ..Default::default() };

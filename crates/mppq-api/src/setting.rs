@@ -85,6 +85,9 @@ pub enum DeviceKind {
     #[serde(alias = "gpu")]
     #[value(alias = "gpu")]
     Wgpu,
+    /// Burn's `ndarray` CPU backend (a build with `mppq-exec`'s `ndarray` feature; deprecated
+    /// upstream, slower than `cpu`: none of our CPU kernels run on it).
+    Ndarray,
 }
 
 impl DeviceKind {
@@ -95,6 +98,12 @@ impl DeviceKind {
             Self::Wgpu => mppq_exec::Device::by_name("wgpu").ok_or_else(|| {
                 ApiError::Setting(
                     "device `wgpu`: this build has no GPU backend (build with the `wgpu` feature of mppq-exec)".into(),
+                )
+            }),
+            Self::Ndarray => mppq_exec::Device::by_name("ndarray").ok_or_else(|| {
+                ApiError::Setting(
+                    "device `ndarray`: this build has no ndarray backend (build with the `ndarray` feature of mppq-exec)"
+                        .into(),
                 )
             }),
         }

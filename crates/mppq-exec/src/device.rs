@@ -8,7 +8,8 @@ use burn::tensor::{BoolDType, DType, FloatDType, IntDType};
 use std::sync::Mutex;
 
 /// A compute device. `Device::cpu()` is Burn's `flex` backend; `Device::wgpu()` (feature
-/// `wgpu`) the default GPU adapter.
+/// `wgpu`) the default GPU adapter; `Device::ndarray()` (feature `ndarray`) Burn's older CPU
+/// backend.
 #[derive(Clone, Debug)]
 pub struct Device {
     inner: burn::tensor::Device,
@@ -31,6 +32,16 @@ impl Device {
         Self::configured(burn::tensor::Device::wgpu(burn::tensor::DeviceKind::DefaultDevice))
     }
 
+    /// Burn's `ndarray` CPU backend, for integrators who pinned it (deprecated upstream in favour
+    /// of flex). The hand-written CPU kernels take flex tensors only, so every operator runs
+    /// Burn's ndarray implementation. What ndarray cannot hold is held by stand-ins as on wgpu:
+    /// scalars as `[1]` (its arrays have 1 to 6 dimensions), F16 and BF16 in F32.
+    #[cfg(feature = "ndarray")]
+    #[allow(deprecated)] // the deprecated backend is this constructor's point
+    pub fn ndarray() -> Self {
+        Self::configured(burn::tensor::Device::ndarray())
+    }
+
     /// The same hardware with Burn's autodiff: tensors made on it record the operations run on
     /// them, so the training passes get gradients through the same operator code. The
     /// hand-written CPU kernels take only plain flex tensors; on this device the Burn operation
@@ -50,10 +61,12 @@ impl Device {
         matches!(self.dispatch(), DispatchDevice::Autodiff(_))
     }
 
-    /// Selects by name: `cpu` or `wgpu`.
+    /// Selects by name: `cpu`, `wgpu` or `ndarray` (the last two in builds with their feature).
     pub fn by_name(name: &str) -> Option<Self> {
         match name {
             "cpu" | "flex" => Some(Self::cpu()),
+            #[cfg(feature = "ndarray")]
+            "ndarray" => Some(Self::ndarray()),
             #[cfg(feature = "wgpu")]
             "wgpu" | "gpu" => Some(Self::wgpu()),
             _ => None,
@@ -85,7 +98,8 @@ impl Device {
         supports_dtype(self.dispatch(), dtype)
     }
 
-    /// Whether the device is Burn's CPU backend, which holds every shape and type as ONNX does.
+    /// Whether the device is Burn's CPU backend `flex`, which holds every shape and type as ONNX
+    /// does (and on which the hand-written CPU kernels run).
     pub fn is_cpu(&self) -> bool {
         is_cpu(self.dispatch())
     }

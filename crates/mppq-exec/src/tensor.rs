@@ -108,7 +108,8 @@ pub fn bool_for(t: &DispatchTensor) -> BoolDType {
 fn stand_in_dtype(dt: DataType) -> Option<DType> {
     match dt {
         DataType::Int8 | DataType::Uint8 | DataType::Int16 | DataType::Uint16 => Some(DType::I32),
-        DataType::BFloat16 => Some(DType::F32),
+        // BF16 on wgpu, F16 and BF16 on ndarray: computed in F32, rounded back on read-back.
+        DataType::BFloat16 | DataType::Float16 => Some(DType::F32),
         d if lowp::is_low_precision(d) => Some(if d.is_float() { DType::F32 } else { DType::I32 }),
         _ => None,
     }
@@ -353,7 +354,7 @@ impl Tensor {
     }
 
     /// Downloads the values in the ONNX type: a stand-in's values wrap (8/16-bit ints) or round
-    /// (BF16) to the type it stands for. Low-precision stand-ins already hold exactly their
+    /// (BF16, F16) to the type it stands for. Low-precision stand-ins already hold exactly their
     /// type's values (in F32 or I32), which is what this gives for them.
     fn to_onnx_burn_data(&self) -> burn::tensor::TensorData {
         let data = self.to_burn_data();
@@ -362,6 +363,7 @@ impl Tensor {
         match dt {
             d if is_low_precision(d) => data,
             DataType::BFloat16 => data.convert::<burn::tensor::bf16>(),
+            DataType::Float16 => data.convert::<burn::tensor::f16>(),
             _ => {
                 let v: Vec<i64> = data.convert::<i64>().try_to_vec::<i64>().unwrap_or_default();
                 match dt {

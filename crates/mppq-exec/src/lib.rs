@@ -2,7 +2,8 @@
 //!
 //! One operator code path serves every backend: values are rank-erased Burn tensors
 //! ([`Tensor`], [`Value`]) on a run-time [`Device`] (CPU `flex` by default, GPU `wgpu` behind
-//! the `wgpu` feature). What the crate owns, and where:
+//! the `wgpu` feature, Burn's older CPU backend `ndarray` behind the `ndarray` feature). What the
+//! crate owns, and where:
 //!
 //! - [`kernel`]: the kernel contract every operator implements ([`Kernel`], built by a
 //!   [`KernelBuilder`] from an [`OpNode`], run with a [`KernelContext`]).

@@ -39,8 +39,8 @@ pub struct Pipeline;
 impl Pipeline {
     /// The whole run, front to back: fold_constants → fold_batchnorm → dispatch → init_quantization →
     /// edge_layers (when `edge_weight_bits` is set) → quant_fusion → redundant_quant_simplify →
-    /// parameter_quantize → runtime_calibration → quant_alignment → passive_parameter_quantize (after alignment: biases use the aligned input
-    /// scales) → parameter_baking. Structural passes come before dispatch, which decides per final
+    /// parameter_quantize → runtime_calibration → quant_alignment → passive_parameter_quantize
+    /// (after alignment: biases use the aligned input scales) → parameter_baking. Structural passes come before dispatch, which decides per final
     /// operation. A step switched off in `setting` is left out.
     pub fn full(
         setting: &PipelineSetting,

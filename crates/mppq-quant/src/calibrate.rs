@@ -171,10 +171,10 @@ impl ObservationCache {
         if batch == 0 || self.outputs.as_ref().is_some_and(|(f, _)| *f != fingerprint) {
             self.outputs = Some((fingerprint, Vec::new()));
         }
-        let Some((_, kept)) = self.outputs.as_mut() else { return };
+        let Some((_, kept)) = self.outputs.as_mut().filter(|(_, kept)| kept.len() == batch) else { return };
         let bytes = |o: &NamedOutputs| o.iter().map(|(_, v)| v.len() * 4).sum::<usize>();
         let outputs = float_outputs(outputs);
-        if kept.len() == batch && kept.iter().map(bytes).sum::<usize>() + bytes(&outputs) <= Self::OUTPUT_BYTES {
+        if kept.iter().map(bytes).sum::<usize>() + bytes(&outputs) <= Self::OUTPUT_BYTES {
             kept.push(outputs);
         }
     }

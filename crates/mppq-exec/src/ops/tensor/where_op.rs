@@ -28,13 +28,11 @@ impl Kernel for Where {
             return Err(ctx.err(format!("x and y have different types: {} and {}", x.dtype(), y.dtype())));
         }
         let kind = x.kind();
-        // Three scalars select a scalar.
-        let scalar = c.rank() == 0 && x.rank() == 0 && y.rank() == 0;
-        let mut v = align_all(ctx, vec![c, x, y])?.into_iter();
+        let (aligned, shape) = align_all(ctx, vec![c, x, y])?;
+        let mut v = aligned.into_iter();
         let (Some(c), Some(x), Some(y)) = (v.next(), v.next(), v.next()) else {
             return Err(ctx.err("three inputs are required"));
         };
-        let shape = if scalar { Vec::new() } else { x.shape() };
         one_shaped(select(c.into_dispatch(), x.into_dispatch(), y.into_dispatch(), kind), &shape)
     }
 }

@@ -73,15 +73,16 @@ fn within_budget(ctx: &KernelContext<'_>, shape: &[usize]) -> Result<()> {
     crate::budget::check(shape, 4).map(|_| ()).map_err(|m| shape_err(ctx, shape.to_vec(), vec![], &m))
 }
 
-/// Brings every tensor to the common broadcast shape of all of them.
-pub fn align_all(ctx: &KernelContext<'_>, ts: Vec<Tensor>) -> Result<Vec<Tensor>> {
+/// Brings every tensor to the common broadcast shape of all of them; returns them and that
+/// shape.
+pub fn align_all(ctx: &KernelContext<'_>, ts: Vec<Tensor>) -> Result<(Vec<Tensor>, Vec<usize>)> {
     let mut out: Vec<usize> = Vec::new();
     for t in &ts {
         let s = t.shape();
         out = broadcast_shapes(&out, &s).ok_or_else(|| shape_err(ctx, out.clone(), s.clone(), "do not broadcast"))?;
     }
     within_budget(ctx, &out)?;
-    Ok(ts
+    let aligned = ts
         .into_iter()
         .map(|t| {
             let s = t.shape();
@@ -94,7 +95,8 @@ pub fn align_all(ctx: &KernelContext<'_>, ts: Vec<Tensor>) -> Result<Vec<Tensor>
             };
             t.expand(&out)
         })
-        .collect())
+        .collect();
+    Ok((aligned, out))
 }
 
 /// An integer scalar (exact) for a tensor of dtype `dtype`.

@@ -324,7 +324,7 @@ impl ModelQuantizer {
         let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
         let context = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
             .with_ignored(ignored_scope(&self.setting.ignore));
-        let dispatch = mppq_passes::dispatch::Dispatch { dispatcher, context };
+        let dispatch = mppq_passes::Dispatch { dispatcher, context };
         let mut pipeline = self.setting.pipeline.clone();
         // An observer the user named is not second-guessed by the range search.
         if self.setting.quantizer.observer.is_some() || pipeline.calibration.observer.is_some() {

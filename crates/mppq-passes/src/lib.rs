@@ -3,22 +3,22 @@
 //! A pass is one module: a struct implementing [`Pass`] that asks a small [`PassContext`]
 //! instead of the executor's internals. The context offers the graph, the operator registry and
 //! device, the calibration data as a stream ([`mppq_quant::CalibrationData`]), statistics the pass
-//! declares ([`statistics`]: collected in one run over the data, on the float or the simulated
+//! declares ([`statistics`](runtime::statistics): collected in one run over the data, on the float or the simulated
 //! graph), a block runner that runs the operations between two cuts from cached inputs
-//! ([`block`]), weights and biases by role as `f32` views with write-back ([`params`]) and
-//! progress ([`progress`]). The pipeline ([`Pipeline::full`]) is the one list of steps, dispatch
+//! ([`block`](runtime::block)), weights and biases by role as `f32` views with write-back ([`params`](runtime::params)) and
+//! progress ([`progress`](runtime::progress)). The pipeline ([`Pipeline::full`]) is the one list of steps, dispatch
 //! and quantizer initialisation included:
 //!
-//! [`fold_constants`] → [`fold_batchnorm`] → [`dispatch`] → [`init_quantization`] → [`edge_layers`] (when
-//! set) → [`quant_fusion`] →
-//! [`redundant_quant_simplify`] → optimisation transforms by level ([`isotone_calibration`],
-//! [`equalization`], [`ssd_equalization`], [`channel_split`], [`smooth_quant`], [`range_search`]) →
-//! [`parameter_quantize`] → [`runtime_calibration`] → [`quant_alignment`] →
-//! [`passive_parameter_quantize`] → training passes ([`adaround`], [`round_tuning`],
-//! [`block_reconstruction`], [`lsq`], on [`reconstruction`]) → [`bias_correction`] → [`parameter_baking`].
+//! [`fold_constants`](structural::fold_constants) → [`fold_batchnorm`](structural::fold_batchnorm) → [`dispatch`](configuration::dispatch) → [`init_quantization`](configuration::init_quantization) → [`edge_layers`](configuration::edge_layers) (when
+//! set) → [`quant_fusion`](structural::quant_fusion) →
+//! [`redundant_quant_simplify`](structural::redundant_quant_simplify) → optimisation transforms by level ([`isotone_calibration`](optimisation::isotone_calibration),
+//! [`equalization`](optimisation::equalization), [`ssd_equalization`](optimisation::ssd_equalization), [`channel_split`](optimisation::channel_split), [`smooth_quant`](optimisation::smooth_quant), [`range_search`](optimisation::range_search)) →
+//! [`parameter_quantize`](calibration::parameter_quantize) → [`runtime_calibration`](calibration::runtime_calibration) → [`quant_alignment`](calibration::quant_alignment) →
+//! [`passive_parameter_quantize`](calibration::passive_parameter_quantize) → training passes ([`adaround`](training::adaround), [`round_tuning`](training::round_tuning),
+//! [`block_reconstruction`](training::block_reconstruction), [`lsq`](training::lsq), on [`reconstruction`](training::reconstruction)) → [`bias_correction`](optimisation::bias_correction) → [`parameter_baking`](calibration::parameter_baking).
 //!
-//! Optimisation passes are guarded ([`guard`]): the pipeline measures the graph outputs' SNR
-//! against the float model ([`compare`]) and undoes a pass that does not raise it.
+//! Optimisation passes are guarded ([`guard`](runtime::guard)): the pipeline measures the graph outputs' SNR
+//! against the float model ([`compare`](runtime::compare)) and undoes a pass that does not raise it.
 //!
 //! Their knobs live in one serde struct, [`PipelineSetting`]. Configs that share parameters are
 //! linked with `dominated_by` (see `mppq_ir::quant::sync_dominated`): an `Overlapped` config is
@@ -27,7 +27,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use mppq_passes::{NoProgress, PassContext, Pipeline, PipelineSetting, dispatch::Dispatch, run_pipeline};
+//! use mppq_passes::{Dispatch, NoProgress, PassContext, Pipeline, PipelineSetting, run_pipeline};
 //! use mppq_quant::quantizer::{Quantizer, quantizer_by_name};
 //! # let (mut graph, batches) = (mppq_ir::Graph::new("g"), Vec::<mppq_quant::Feeds>::new());
 //! let quantizer: std::sync::Arc<dyn Quantizer> = quantizer_by_name("default")?.into();
@@ -42,64 +42,34 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Adding a pass is one module, one line in `Pipeline::build` and its knobs in
+//! Rooms: [`runtime`] (what passes run on), [`structural`], [`configuration`], [`calibration`],
+//! [`optimisation`], [`training`]. Adding a pass is one module in its room, one line in `Pipeline::build` and its knobs in
 //! [`PipelineSetting`]: `docs/adding-a-pass.md` walks through one.
 
-pub mod adaround;
-pub mod bias_correction;
-pub mod block;
-pub mod block_reconstruction;
-pub mod channel_split;
-pub mod compare;
-pub mod dispatch;
-pub mod edge_layers;
-pub mod equalization;
+pub mod calibration;
+pub mod configuration;
 pub mod error;
-pub mod fold_batchnorm;
-pub mod fold_constants;
-pub mod guard;
-pub mod init_quantization;
-pub mod isotone_calibration;
-pub mod lsq;
-pub mod mixed_range_concat;
-#[cfg(test)]
-mod optimisation_tests;
-pub mod parameter_baking;
-pub mod parameter_quantize;
-pub mod params;
-pub mod pass;
-pub mod passive_parameter_quantize;
-pub mod pipeline;
-pub mod progress;
-pub mod quant_alignment;
-pub mod quant_fusion;
-pub mod range_search;
-pub mod reconstruction;
-pub mod redundant_quant_simplify;
-pub mod round_tuning;
-pub mod runtime_calibration;
-#[cfg(test)]
-mod runtime_tests;
+pub mod optimisation;
+pub mod runtime;
 pub mod setting;
-mod slots;
-pub mod smooth_quant;
-pub mod ssd_equalization;
-pub mod statistics;
+pub mod structural;
 #[cfg(test)]
 mod test_graphs;
-#[cfg(test)]
-mod training_tests;
+pub mod training;
 
-pub use block::BlockRunner;
-pub use compare::{CompareTarget, ErrorStats, NamedOutputs, compare_to_reference, float_outputs, mean_snr_db, snr_db};
+pub use calibration::quant_alignment::ConcatMode;
+pub use configuration::dispatch::Dispatch;
 pub use error::{PassError, Result};
-pub use guard::{Guard, GuardOptions, GuardOutcome};
-pub use params::{OpParams, ParamView, op_params, write_param};
-pub use pass::{Pass, PassContext, PassReport};
-pub use pipeline::{Pipeline, run_pipeline};
-pub use progress::{NoProgress, ProgressSink, RecordingProgress, TerminalProgress};
-pub use quant_alignment::ConcatMode;
+pub use runtime::block::BlockRunner;
+pub use runtime::compare::{
+    CompareTarget, ErrorStats, NamedOutputs, compare_to_reference, float_outputs, mean_snr_db, snr_db,
+};
+pub use runtime::guard::{Guard, GuardOptions, GuardOutcome};
+pub use runtime::params::{OpParams, ParamView, op_params, write_param};
+pub use runtime::pass::{Pass, PassContext, PassReport};
+pub use runtime::pipeline::{Pipeline, run_pipeline};
+pub use runtime::progress::{NoProgress, ProgressSink, RecordingProgress, TerminalProgress};
+pub use runtime::statistics::{GraphMode, StatRequest, StatValue, Statistic, Statistics, collect_statistics};
 pub use setting::{
     AlignmentSetting, CalibrationKnobs, FusionSetting, GuardSetting, MAX_OPTIMIZE, PASS_LEVELS, PipelineSetting,
 };
-pub use statistics::{GraphMode, StatRequest, StatValue, Statistic, Statistics, collect_statistics};

@@ -1,18 +1,18 @@
 //! `PipelineSetting`: every knob of the built-in passes, as one serde struct. Unknown keys are
 //! errors that name the key and the valid ones; missing keys take their defaults.
 
-use crate::bias_correction::BiasCorrectionSetting;
-use crate::channel_split::ChannelSplitSetting;
-use crate::equalization::EqualizationSetting;
+use crate::calibration::mixed_range_concat::MixedRangeConcatSetting;
+use crate::calibration::quant_alignment::{ConcatMode, QuantAlignment};
 use crate::error::{PassError, Result};
-use crate::guard::GuardOptions;
-use crate::isotone_calibration::IsotoneSetting;
-use crate::mixed_range_concat::MixedRangeConcatSetting;
-use crate::quant_alignment::{ConcatMode, QuantAlignment};
-use crate::range_search::RangeSearchSetting;
-use crate::reconstruction::ReconstructionSetting;
-use crate::smooth_quant::SmoothQuantSetting;
-use crate::ssd_equalization::SsdEqualizationSetting;
+use crate::optimisation::bias_correction::BiasCorrectionSetting;
+use crate::optimisation::channel_split::ChannelSplitSetting;
+use crate::optimisation::equalization::EqualizationSetting;
+use crate::optimisation::isotone_calibration::IsotoneSetting;
+use crate::optimisation::range_search::RangeSearchSetting;
+use crate::optimisation::smooth_quant::SmoothQuantSetting;
+use crate::optimisation::ssd_equalization::SsdEqualizationSetting;
+use crate::runtime::guard::GuardOptions;
+use crate::training::reconstruction::ReconstructionSetting;
 use mppq_ir::quant::ObserverKind;
 use mppq_quant::ObserverOptions;
 use mppq_quant::calibrate::CalibrationSetting;
@@ -52,7 +52,7 @@ pub struct PipelineSetting {
     pub lsq: ReconstructionSetting,
 }
 
-/// The guard of the optimisation passes (see `mppq_passes::guard`).
+/// The guard of the optimisation passes (see `mppq_passes::runtime::guard`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GuardSetting {

@@ -1,8 +1,8 @@
 //! Tiny hand-built graphs and a harness to run passes and simulations on them (unit tests).
 
 use crate::error::Result;
-use crate::pass::{Pass, PassContext, PassReport};
-use crate::progress::NoProgress;
+use crate::runtime::pass::{Pass, PassContext, PassReport};
+use crate::runtime::progress::NoProgress;
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
 use mppq_ir::quant::{ConfigLocation, TensorQuantConfig, config_at};
 use mppq_ir::{Attribute, Graph, Operation, TensorData, VarId, Variable};

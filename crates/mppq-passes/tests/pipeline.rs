@@ -8,7 +8,7 @@
 use mppq_dispatch::{DispatchContext, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
 use mppq_ir::quant::QuantizationState;
-use mppq_passes::dispatch::Dispatch;
+use mppq_passes::Dispatch;
 use mppq_passes::{NoProgress, PassContext, PassReport, Pipeline, PipelineSetting, RecordingProgress, run_pipeline};
 use mppq_quant::metrics::snr_db;
 use mppq_quant::quantizer::{LowBitQuantizer, Quantizer, init_quantization, quantizer_by_name};
@@ -208,7 +208,10 @@ fn calibration_reports_progress_per_batch() {
     // Without the range search, whose guard recalibrates once per candidate.
     let setting = PipelineSetting {
         fusion: mppq_passes::FusionSetting { constant_fold: false, bn_fold: false, ..Default::default() },
-        range_search: mppq_passes::range_search::RangeSearchSetting { enabled: Some(false), ..Default::default() },
+        range_search: mppq_passes::optimisation::range_search::RangeSearchSetting {
+            enabled: Some(false),
+            ..Default::default()
+        },
         ..Default::default()
     };
     run_pipeline(&mut ctx, &mut Pipeline::from_setting(&setting).unwrap()).unwrap();

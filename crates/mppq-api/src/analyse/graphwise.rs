@@ -13,7 +13,7 @@ use crate::error::{ApiError, Result};
 use mppq_exec::hooks::OpInfo;
 use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, SimulationMemo, Tensor, Value};
 use mppq_ir::{DataType, Graph, OpId};
-use mppq_passes::quant_fusion::fused_activation;
+use mppq_passes::structural::quant_fusion::fused_activation;
 use std::collections::HashMap;
 
 /// A tensor under watch: the op producing it and the output slot.

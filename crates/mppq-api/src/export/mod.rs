@@ -229,10 +229,10 @@ pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes
         let imports = model.opset_imports.clone();
         let opsets = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
         let (registry, device) = (mppq_exec::OpRegistry::builtin(), mppq_exec::Device::cpu());
-        mppq_passes::fold_constants::fold_all_constants(&mut model.graph, &registry, &device, &opsets)?;
+        mppq_passes::structural::fold_constants::fold_all_constants(&mut model.graph, &registry, &device, &opsets)?;
     }
     if pipeline.fusion.bn_fold {
-        mppq_passes::fold_batchnorm::fold_all(&mut model.graph)?;
+        mppq_passes::structural::fold_batchnorm::fold_all(&mut model.graph)?;
     }
     // The JSON is the user's file: name it, not a setting.
     apply_quant_json(&mut model.graph, &json).map_err(|e| match e {

@@ -113,7 +113,7 @@ fn ours(model: &Path, inputs: &Path, opts: &Options) -> Result<(f64, Option<Stri
     })?;
     let opsets = |d: &str| loaded.opset(d).unwrap_or(0);
     let exec = Executor::new(&loaded.graph, &OpRegistry::builtin(), &device, &opsets)?;
-    let feeds = mppq_api::run::read_feeds(&loaded, inputs)?;
+    let feeds = mppq_api::model::run::read_feeds(&loaded, inputs)?;
     let feeds: Vec<(String, Value)> = feeds
         .into_iter()
         .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, &device)?))))
@@ -169,15 +169,15 @@ fn time_runs(opts: &Options, mut run: impl FnMut() -> mppq_exec::Result<Vec<(Str
 /// calibration directory, then run with fake quantization on `inputs`.
 fn ours_int8(model: &Path, inputs: &Path, calib: &Path, opts: &Options) -> Result<(f64, Option<String>)> {
     let device = match opts.device.as_str() {
-        "wgpu" | "gpu" => mppq_api::setting::DeviceKind::Wgpu,
-        "ndarray" => mppq_api::setting::DeviceKind::Ndarray,
-        _ => mppq_api::setting::DeviceKind::Cpu,
+        "wgpu" | "gpu" => mppq_api::quantize::setting::DeviceKind::Wgpu,
+        "ndarray" => mppq_api::quantize::setting::DeviceKind::Ndarray,
+        _ => mppq_api::quantize::setting::DeviceKind::Cpu,
     };
     let setting = mppq_api::QuantizeSetting { device, ..Default::default() };
     let quantized = mppq_api::quantize::quantize_onnx_model(model, calib, setting)?;
     let q = &quantized.quantizer;
     let exec = q.executor()?;
-    let feeds: Vec<(String, Value)> = mppq_api::run::read_feeds(&q.model, inputs)?
+    let feeds: Vec<(String, Value)> = mppq_api::model::run::read_feeds(&q.model, inputs)?
         .into_iter()
         .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, q.device())?))))
         .collect::<Result<_>>()?;

@@ -92,7 +92,7 @@ fn ort_outputs(python: &Path, model: &Path, files: &[PathBuf], dir: &Path) -> Re
     crate::qdq_check::run_ort(python, model, dir, files, "all")?;
     let mut all = Vec::new();
     for i in 0..files.len() {
-        for (_, t) in mppq_api::npy::read_npz(&dir.join(format!("ort_{i:03}.npz")))? {
+        for (_, t) in mppq_api::data::npy::read_npz(&dir.join(format!("ort_{i:03}.npz")))? {
             if let Ok(v) = t.to_f32_vec() {
                 all.extend(v);
             }

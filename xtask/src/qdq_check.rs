@@ -114,7 +114,7 @@ pub fn run_runtime(
 }
 
 fn feeds(path: &Path, device: &Device) -> Result<Vec<(String, Value)>> {
-    mppq_api::npy::read_npz(path)?
+    mppq_api::data::npy::read_npz(path)?
         .into_iter()
         .map(|(n, d)| Ok((n, Value::Tensor(Tensor::from_data(&d, device)?))))
         .collect()
@@ -259,7 +259,7 @@ pub fn check_model(
         let mut hook = QuantSimulation::new(g, BurnFakeQuant);
         let sim = outputs_f32(exec.run(batch.clone(), &mut [&mut hook])?)?;
         let mine = outputs_f32(ours.run(batch.clone(), &mut [])?)?;
-        let ort = mppq_api::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz")))?;
+        let ort = mppq_api::data::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz")))?;
         for (k, (oname, s)) in sim.iter().enumerate() {
             let o = ort
                 .iter()

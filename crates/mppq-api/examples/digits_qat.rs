@@ -7,9 +7,10 @@
 //! cargo run --release -p mppq-api --example digits_qat [-- OUT_DIR [EPOCHS [WEIGHT_BITS]]]
 //! ```
 
+use mppq_api::data::npy;
 use mppq_api::exec::{Tensor, Value};
 use mppq_api::qat::{QatModel, QatOptions, cross_entropy};
-use mppq_api::{CalibrationSet, ModelQuantizer, QuantizeSetting, load_quantizer, npy};
+use mppq_api::{CalibrationSet, ModelQuantizer, QuantizeSetting, load_quantizer};
 use std::path::{Path, PathBuf};
 
 type Error = Box<dyn std::error::Error>;

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
 use mppq_api::ApiError;
-use mppq_api::analyse::{
+use mppq_api::report::{
     AnalyseSetting, AnalysisReport, analyse, graphwise_error, layers_to_analyse, layerwise_error, render_html,
     render_table, write_html,
 };
@@ -27,7 +27,7 @@ fn batches(model: &str, n: usize, device: &Device) -> Vec<Batch> {
     (0..n)
         .map(|i| {
             let path = testdata().join(format!("{model}_calib/batch_{i:03}.npz"));
-            mppq_api::npy::read_npz(&path)
+            mppq_api::data::npy::read_npz(&path)
                 .unwrap()
                 .into_iter()
                 .map(|(name, data)| (name, Value::Tensor(Tensor::from_data(&data, device).unwrap())))

@@ -3,7 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
-use mppq_api::{npy, run};
+use mppq_api::data::npy;
+use mppq_api::model::run;
 use std::path::PathBuf;
 
 const NETS: [&str; 9] = [
@@ -65,14 +66,16 @@ fn caffe_net_quantizes_end_to_end() {
     assert!(qdq.graph.operations().any(|(_, op)| op.op_type == "QuantizeLinear"));
 
     // The weights default to NAME.caffemodel beside NAME.prototxt; a net without one is refused.
-    let model = mppq_api::parser::parse_model(&dir.join("pooling.prototxt"), None).unwrap();
+    let model = mppq_api::platform::parser::parse_model(&dir.join("pooling.prototxt"), None).unwrap();
     assert_eq!(model.producer_name, "mppq-caffe");
     let lonely = tempfile::tempdir().unwrap();
     std::fs::copy(dir.join("pooling.prototxt"), lonely.path().join("net.prototxt")).unwrap();
-    let err = mppq_api::parser::parse_model(&lonely.path().join("net.prototxt"), None).unwrap_err().to_string();
+    let err =
+        mppq_api::platform::parser::parse_model(&lonely.path().join("net.prototxt"), None).unwrap_err().to_string();
     assert!(err.contains("--weights") && err.contains("net.caffemodel"), "{err}");
     // An ONNX model refuses a weights file rather than ignoring it.
     let onnx = dir.join("../tiny_cnn.onnx");
-    let err = mppq_api::parser::parse_model(&onnx, Some(&dir.join("pooling.caffemodel"))).unwrap_err().to_string();
+    let err =
+        mppq_api::platform::parser::parse_model(&onnx, Some(&dir.join("pooling.caffemodel"))).unwrap_err().to_string();
     assert!(err.contains("ONNX model") && err.contains("--weights"), "{err}");
 }

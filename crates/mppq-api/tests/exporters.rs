@@ -96,7 +96,7 @@ fn conv_then(
     std::fs::create_dir(&calib).unwrap();
     for b in 0..2 {
         let batch = TensorData::from_vec(vec![1, 3, 4, 4], &[0.25f32 * (b + 1) as f32; 48]).unwrap();
-        mppq_api::npy::write_npy(&calib.join(format!("b{b}.npy")), &batch).unwrap();
+        mppq_api::data::npy::write_npy(&calib.join(format!("b{b}.npy")), &batch).unwrap();
     }
     (model_path, calib)
 }

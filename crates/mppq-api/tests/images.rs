@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
-use mppq_api::calib::{ImagePipeline, ImageSpec};
+use mppq_api::data::calib::{ImagePipeline, ImageSpec};
 use mppq_api::ir::DataType;
 use std::path::PathBuf;
 
@@ -19,7 +19,7 @@ fn images() -> PathBuf {
 fn preprocessing_equals_pillow_and_numpy() {
     let cases: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(testdata().join("images_golden/cases.json")).unwrap()).unwrap();
-    let golden = mppq_api::npy::read_npz(&testdata().join("images_golden/golden.npz")).unwrap();
+    let golden = mppq_api::data::npy::read_npz(&testdata().join("images_golden/golden.npz")).unwrap();
     assert_eq!(cases.len(), golden.len());
     let mut failures = Vec::new();
     for case in &cases {
@@ -97,7 +97,7 @@ fn images_of_the_wrong_size_are_each_named() {
     assert!(err.contains("--resize 32x32"), "{err}");
     // A fixed batch of 1 (detect_branch: 1x3x64x64) rejects --batch 2.
     let model = mppq_onnx::load_model(testdata().join("detect_branch.onnx")).unwrap();
-    let data = mppq_api::calib::DataSetting { batch: Some(2), ..Default::default() };
+    let data = mppq_api::data::calib::DataSetting { batch: Some(2), ..Default::default() };
     let err = mppq_api::CalibrationSet::open(&model, &images(), &data, None, &mut mppq_api::passes::NoProgress)
         .unwrap_err()
         .to_string();
@@ -119,7 +119,7 @@ fn raw_bin_files_calibrate_with_a_shape() {
     assert_eq!(set.batch(1).unwrap()[0].1.shape(), &[1, 3, 32, 32]);
     assert_eq!(set.batch(0).unwrap()[0].1.to_f32_vec().unwrap(), values);
     // An explicit shape must match the length exactly.
-    let mut data = mppq_api::calib::DataSetting::default();
+    let mut data = mppq_api::data::calib::DataSetting::default();
     data.input_shape.insert(String::new(), vec![2, 3, 32, 32]);
     let err = mppq_api::CalibrationSet::open(&model, dir.path(), &data, None, &mut mppq_api::passes::NoProgress)
         .unwrap_err()
@@ -143,7 +143,7 @@ fn batches_beyond_the_cache_are_read_again() {
     let model = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
     let calib = testdata().join("tiny_cnn_calib");
     let all = mppq_api::CalibrationSet::from_path(&model, &calib, None).unwrap();
-    let small = mppq_api::calib::DataSetting { cache_mib: 0, ..Default::default() };
+    let small = mppq_api::data::calib::DataSetting { cache_mib: 0, ..Default::default() };
     let streamed =
         mppq_api::CalibrationSet::open(&model, &calib, &small, None, &mut mppq_api::passes::NoProgress).unwrap();
     assert_eq!(streamed.len(), all.len());

@@ -4,9 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
+use mppq_api::data::npy;
 use mppq_api::exec::{Tensor, Value};
 use mppq_api::qat::{QatModel, QatOptions, cross_entropy};
-use mppq_api::{CalibrationSet, ModelQuantizer, QuantizeSetting, load_quantizer, npy};
+use mppq_api::{CalibrationSet, ModelQuantizer, QuantizeSetting, load_quantizer};
 use std::path::PathBuf;
 
 fn digits() -> PathBuf {

@@ -25,7 +25,7 @@ fn batch_files(model: &str) -> Vec<PathBuf> {
 }
 
 fn feeds(path: &Path, device: &Device) -> Vec<(String, Value)> {
-    mppq_api::npy::read_npz(path)
+    mppq_api::data::npy::read_npz(path)
         .unwrap()
         .into_iter()
         .map(|(n, d)| (n, Value::Tensor(Tensor::from_data(&d, device).unwrap())))
@@ -210,7 +210,7 @@ fn check(name: &str, retarget: Option<Target>) -> Option<(f64, f64, f64)> {
             );
         }
         if ort_ran {
-            let out = mppq_api::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz"))).unwrap();
+            let out = mppq_api::data::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz"))).unwrap();
             for (k, name) in m.graph.outputs().iter().map(|v| m.graph.var_name(*v)).enumerate() {
                 let r = out.iter().find(|(n, _)| n == name).unwrap().1.to_f32_vec().unwrap();
                 ok += within_one_step(&r, &s[k], steps[k]);

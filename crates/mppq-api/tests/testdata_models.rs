@@ -3,7 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests fail by panicking
 
-use mppq_api::{npy, run};
+use mppq_api::data::npy;
+use mppq_api::model::run;
 use std::path::PathBuf;
 
 fn testdata() -> PathBuf {

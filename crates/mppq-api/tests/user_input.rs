@@ -147,7 +147,7 @@ fn absurd_output_sizes_are_errors_not_aborts() {
         let m = model(op, second, extra);
         let feeds = vec![("x".to_string(), x.clone())];
         let device = mppq_api::exec::Device::cpu();
-        let err = mppq_api::run::run_model(&m, feeds, &device).unwrap_err().to_string();
+        let err = mppq_api::model::run::run_model(&m, feeds, &device).unwrap_err().to_string();
         assert!(err.contains("huge") && err.contains(op) && err.contains("MiB one tensor may take"), "{op}: {err}");
     }
     // A user's budget refuses what the default allows: 64 MiB for a 2 x 2^22 Tile (also 64 MiB: allowed)
@@ -156,7 +156,9 @@ fn absurd_output_sizes_are_errors_not_aborts() {
     let run = |reps: i64| {
         let m = model("Tile", TensorData::from_vec(vec![2], &[1i64, reps]).unwrap(), None);
         let feeds = vec![("x".to_string(), x.clone())];
-        mppq_api::run::run_model(&m, feeds, &mppq_api::exec::Device::cpu()).map(|_| ()).map_err(|e| e.to_string())
+        mppq_api::model::run::run_model(&m, feeds, &mppq_api::exec::Device::cpu())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     };
     assert!(run(1 << 22).is_ok());
     assert!(run(1 << 23).unwrap_err().contains("over the 64 MiB"));
@@ -167,7 +169,7 @@ fn absurd_output_sizes_are_errors_not_aborts() {
     for op in ["Add", "Sum", "MatMul"] {
         let m = model(op, row.clone(), None);
         let feeds = vec![("x".to_string(), column.clone())];
-        let err = mppq_api::run::run_model(&m, feeds, &mppq_api::exec::Device::cpu()).unwrap_err().to_string();
+        let err = mppq_api::model::run::run_model(&m, feeds, &mppq_api::exec::Device::cpu()).unwrap_err().to_string();
         assert!(err.contains("huge") && err.contains(op) && err.contains("over the 64 MiB"), "{op}: {err}");
     }
     mppq_api::exec::budget::set_max_tensor_bytes(0);

@@ -11,7 +11,7 @@
 //! | [`calib_readers`] | a calibration file (`.npy`, `.npz`, `.bin`, PNG, JPEG, BMP; first byte picks) |
 //! | [`config_readers`] | a setting file (TOML, JSON) or a quantization JSON (first byte picks) |
 
-use mppq_api::calib::{Batch, CalibrationSet, DataSetting, InputSignature};
+use mppq_api::data::calib::{Batch, CalibrationSet, DataSetting, InputSignature};
 use mppq_api::ir::{DataType, Model, TensorData};
 use mppq_api::passes::NoProgress;
 use mppq_api::{QuantizeSetting, load_quantizer};
@@ -105,8 +105,8 @@ pub fn calib_readers(data: &[u8]) {
         }
     }
     if variant / 4 % 2 == 1 {
-        setting.image.channels = mppq_api::calib::Channels::Bgr;
-        setting.image.layout = mppq_api::calib::Layout::Nhwc;
+        setting.image.channels = mppq_api::data::calib::Channels::Bgr;
+        setting.image.layout = mppq_api::data::calib::Layout::Nhwc;
     }
     let Ok(set) = CalibrationSet::open(model, dir.path(), &setting, Some(2), &mut NoProgress) else { return };
     let device = mppq_api::exec::Device::cpu();

@@ -41,7 +41,7 @@ enum Command {
         output: PathBuf,
         /// Compute device (wgpu: a build with the `wgpu` feature).
         #[arg(long, value_enum, default_value = "cpu")]
-        device: mppq_api::setting::DeviceKind,
+        device: mppq_api::quantize::setting::DeviceKind,
         /// A quant.json written by `mppq quantize`: simulate that quantization (no recalibration).
         #[arg(long)]
         quant_config: Option<PathBuf>,
@@ -152,7 +152,7 @@ struct QuantArgs {
     layerwise: bool,
     /// Compute device (wgpu: a build with the `wgpu` feature).
     #[arg(long, value_enum)]
-    device: Option<mppq_api::setting::DeviceKind>,
+    device: Option<mppq_api::quantize::setting::DeviceKind>,
     /// Largest tensor (MiB) an operator may allocate from computed sizes (default: half the
     /// physical memory); larger is an error naming the node.
     #[arg(long, value_name = "MIB")]
@@ -201,16 +201,16 @@ struct DataArgs {
     crop: Option<String>,
     /// Resampling filter (Pillow's numbers).
     #[arg(long, value_enum)]
-    interpolation: Option<mppq_api::calib::Interpolation>,
+    interpolation: Option<mppq_api::data::calib::Interpolation>,
     /// Letterbox padding value (default 114).
     #[arg(long, value_name = "V")]
     pad_value: Option<u8>,
     /// Channel order of the input.
     #[arg(long, value_enum)]
-    channels: Option<mppq_api::calib::Channels>,
+    channels: Option<mppq_api::data::calib::Channels>,
     /// Layout of the input.
     #[arg(long, value_enum)]
-    layout: Option<mppq_api::calib::Layout>,
+    layout: Option<mppq_api::data::calib::Layout>,
     /// Multiplies 8-bit values before mean/std (default 1/255 = 0.00392156862745098).
     #[arg(long, value_name = "S")]
     scale: Option<f32>,
@@ -223,7 +223,7 @@ struct DataArgs {
 }
 
 impl DataArgs {
-    fn apply(&self, d: &mut mppq_api::calib::DataSetting) {
+    fn apply(&self, d: &mut mppq_api::data::calib::DataSetting) {
         d.batch = self.batch.or(d.batch);
         for (name, shape) in &self.input_shape {
             d.input_shape.insert(name.clone(), shape.clone());
@@ -356,7 +356,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info { model, json } => {
-            let loaded = mppq_api::parser::parse_model(&model, None)?;
+            let loaded = mppq_api::platform::parser::parse_model(&model, None)?;
             let info = mppq_api::ModelInfo::new(&loaded);
             if json {
                 println!("{}", serde_json::to_string_pretty(&info)?);
@@ -367,7 +367,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Dispatch { model, dispatcher, ignore } => {
             use mppq_quant::quantizer::Quantizer;
-            let loaded = mppq_api::parser::parse_model(&model, None)?;
+            let loaded = mppq_api::platform::parser::parse_model(&model, None)?;
             let quantizer = mppq_quant::quantizer::OnnxRuntimeQuantizer::default();
             let scope = mppq_api::quantize::ignored_scope(&ignore);
             let ctx =
@@ -381,7 +381,7 @@ fn run(cli: Cli) -> Result<()> {
                 mppq_api::exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
             }
             let device = device.device()?;
-            let mut loaded = mppq_api::parser::parse_model(&model, None)?;
+            let mut loaded = mppq_api::platform::parser::parse_model(&model, None)?;
             mppq_api::quantize::check_model(&model, &loaded)?;
             // A QDQ model runs as ONNX Runtime runs it: Q/DQ convolutions fused into integer kernels.
             mppq_ir::morph::fuse_qdq_conv(&mut loaded.graph)?;
@@ -390,20 +390,20 @@ fn run(cli: Cli) -> Result<()> {
             }
             // Outputs are staged and appear together at the end, never over an input.
             let staging = mppq_api::staging::Staging::new(&output, &[&model, &input])?;
-            let files = mppq_api::run::input_files(&input)?;
+            let files = mppq_api::model::run::input_files(&input)?;
             let mut written = Vec::new();
             for file in &files {
                 let sub =
                     if input.is_dir() { PathBuf::from(file.file_stem().unwrap_or_default()) } else { PathBuf::new() };
                 let out_dir = staging.path().join(&sub);
-                let feeds = mppq_api::run::read_feeds(&loaded, file)?;
-                let outputs = mppq_api::run::run_model_with(&loaded, feeds, &device, quant_config.is_some())?;
+                let feeds = mppq_api::model::run::read_feeds(&loaded, file)?;
+                let outputs = mppq_api::model::run::run_model_with(&loaded, feeds, &device, quant_config.is_some())?;
                 std::fs::create_dir_all(&out_dir)
                     .map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", out_dir.display()))?;
                 let names: Vec<&str> = outputs.iter().map(|(n, _)| n.as_str()).collect();
-                for ((name, data), file_name) in outputs.iter().zip(mppq_api::run::output_file_names(&names)) {
+                for ((name, data), file_name) in outputs.iter().zip(mppq_api::model::run::output_file_names(&names)) {
                     let path = out_dir.join(file_name);
-                    mppq_api::npy::write_npy(&path, data)?;
+                    mppq_api::data::npy::write_npy(&path, data)?;
                     written.push((format!("{name}: {} {:?}", data.dtype(), data.shape()), path));
                 }
             }
@@ -456,8 +456,8 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Parsers => {
-            for name in mppq_api::parser::parser_names() {
-                println!("{name:<12} {}", mppq_api::parser::parser_by_name(&name)?.description());
+            for name in mppq_api::platform::parser::parser_names() {
+                println!("{name:<12} {}", mppq_api::platform::parser::parser_by_name(&name)?.description());
             }
         }
     }
@@ -492,7 +492,7 @@ fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
         println!("{budget}");
     }
     if !quiet && let Some(report) = &job.analysis {
-        print!("{}", mppq_api::analyse::render_table(report, 100));
+        print!("{}", mppq_api::report::render_table(report, 100));
     }
     for (what, path) in &job.files {
         println!("{what}: {}", path.display());

@@ -28,8 +28,8 @@ pub mod trt_calib_cache;
 pub mod trt_dynamic_range;
 
 use crate::error::{ApiError, Result};
+use crate::quantize::setting::QuantizeSetting;
 use crate::registry::Registry;
-use crate::setting::QuantizeSetting;
 use mppq_ir::Model;
 use mppq_onnx::export::quant_json::{apply_quant_json, read_quant_json};
 use serde::de::DeserializeOwned;
@@ -223,7 +223,7 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 /// as quantization did, so the JSON's names match either way.
 pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes::PipelineSetting) -> Result<()> {
     let json = read_quant_json(path)?;
-    crate::upgrade::upgrade_for_quantization(model)?;
+    crate::model::upgrade::upgrade_for_quantization(model)?;
     model.graph.name_operations();
     if pipeline.fusion.constant_fold {
         let imports = model.opset_imports.clone();

@@ -7,19 +7,26 @@
 //! Built-ins (one file each in `platforms/`, listed by `mppq platforms`): `default` (ONNX Runtime
 //! QDQ), the TensorRT, ncnn, Qualcomm, OpenVINO and OpenPPL targets, `lowbit`, FP8, `pow2-int8`,
 //! `academic-int8`. Users add
-//! their own with [`register_platform`] and add or override operators for a platform with
-//! [`register_operation`] — from their own crate, through this public API only
+//! their own with [`register_platform`]; a platform adds or overrides operators with
+//! [`Platform::register_operators`] — from the user's own crate, through this public API only
 //! (`examples/custom-platform` does exactly that).
+//!
+//! Rooms: the [`Platform`] trait and its options (here), the [`registry`], the model-format
+//! [`parser`]s a platform reads with, and the [`builtin`] platforms, one file each.
+
+pub(crate) mod builtin;
+pub mod parser;
+mod registry;
+
+pub use registry::{operator_registry, platform_by_name, platform_names, register_platform};
 
 use crate::error::{ApiError, Result};
-use crate::registry::Registry;
-use mppq_exec::{KernelBuilder, OpRegistry};
+use mppq_exec::OpRegistry;
 use mppq_ir::Model;
 use mppq_quant::quantizer::Quantizer;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, OnceLock, RwLock};
 
 /// User choices a quantizer may honour. `None` = the platform's default. A platform that cannot
 /// honour a given choice returns an error naming it (never silently ignores it).
@@ -110,10 +117,10 @@ pub trait Platform: Send + Sync {
     fn quantizer(&self, options: &QuantizerOptions) -> Result<Box<dyn Quantizer>>;
     /// Adds or overrides operator implementations on top of the built-in ones.
     fn register_operators(&self, _registry: &mut OpRegistry) {}
-    /// Reads a model: by default with the parser registry ([`crate::parser`]: ONNX, Caffe, and
+    /// Reads a model: by default with the parser registry ([`crate::platform::parser`]: ONNX, Caffe, and
     /// the user's); `weights` is the separate weights file of formats that have one.
     fn parse(&self, path: &Path, weights: Option<&Path>) -> Result<Model> {
-        crate::parser::parse_model(path, weights)
+        crate::platform::parser::parse_model(path, weights)
     }
     /// The exporters run unless the user picks others (`--export`, `exporters = [...]`): by
     /// default the QDQ model, the quantization JSON and the fused float model.
@@ -124,98 +131,5 @@ pub trait Platform: Send + Sync {
     /// user's own keys in the setting file override them key by key.
     fn export_options(&self) -> BTreeMap<String, crate::export::ExportOptions> {
         BTreeMap::new()
-    }
-}
-
-type OperatorMap = RwLock<BTreeMap<String, Vec<(String, String, i64, KernelBuilder)>>>;
-
-static PLATFORMS: Registry<dyn Platform> =
-    Registry::new("platform", || crate::platforms::builtin().into_iter().map(|p| (p.name().to_string(), p)).collect());
-
-fn operators() -> &'static OperatorMap {
-    static OPERATORS: OnceLock<OperatorMap> = OnceLock::new();
-    OPERATORS.get_or_init(Default::default)
-}
-
-/// Registers a platform; a name already taken is an error (built-ins cannot be replaced by accident).
-pub fn register_platform(platform: Arc<dyn Platform>) -> Result<()> {
-    let name = platform.name().to_string();
-    PLATFORMS.register(&name, platform)
-}
-
-/// The platform called `name`; the error lists the known ones.
-pub fn platform_by_name(name: &str) -> Result<Arc<dyn Platform>> {
-    PLATFORMS.get(name)
-}
-
-/// Names of every registered platform, sorted.
-pub fn platform_names() -> Vec<String> {
-    PLATFORMS.names()
-}
-
-/// Adds (or overrides) an operator implementation used whenever `platform` is simulated.
-pub fn register_operation(
-    platform: &str,
-    domain: &str,
-    op_type: &str,
-    since_opset: i64,
-    builder: KernelBuilder,
-) -> Result<()> {
-    platform_by_name(platform)?;
-    let mut map = operators().write().unwrap_or_else(|e| e.into_inner());
-    map.entry(platform.to_string()).or_default().push((domain.to_string(), op_type.to_string(), since_opset, builder));
-    Ok(())
-}
-
-/// The operator table for simulating `platform`: built-ins, then the platform's own operators,
-/// then those registered with [`register_operation`] (later registrations win).
-pub fn operator_registry(platform: &dyn Platform) -> OpRegistry {
-    let mut registry = OpRegistry::builtin();
-    platform.register_operators(&mut registry);
-    let map = operators().read().unwrap_or_else(|e| e.into_inner());
-    for (domain, op_type, since, builder) in map.get(platform.name()).into_iter().flatten() {
-        registry.register(domain, op_type, *since, builder.clone());
-    }
-    registry
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn builtins_are_listed_and_unknown_names_list_them() {
-        let names = platform_names();
-        for n in [
-            "default",
-            "ort-int8",
-            "trt-int8",
-            "trt-lowbit",
-            "trt-implicit-int8",
-            "lowbit",
-            "fp8-e4m3",
-            "fp8-e5m2",
-            "academic-int8",
-            "pow2-int8",
-            "openvino-int8",
-            "ncnn-int8",
-            "qnn-int8",
-            "snpe-int8",
-            "ppl-cuda-int8",
-        ] {
-            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
-        }
-        let err = platform_by_name("tensorrt").err().unwrap().to_string();
-        assert!(err.contains("unknown platform `tensorrt`") && err.contains("default"), "{err}");
-        let dup = register_platform(platform_by_name("default").unwrap()).unwrap_err().to_string();
-        assert!(dup.contains("already registered"), "{dup}");
-    }
-
-    #[test]
-    fn fixed_options_are_refused_not_ignored() {
-        let p = platform_by_name("trt-int8").unwrap();
-        let err =
-            p.quantizer(&QuantizerOptions { symmetric: Some(false), ..Default::default() }).err().unwrap().to_string();
-        assert!(err.contains("symmetric") && err.contains("trt-int8"), "{err}");
     }
 }

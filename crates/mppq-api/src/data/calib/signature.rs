@@ -80,8 +80,8 @@ impl InputSignature {
     /// every array against its input.
     pub fn read_arrays(&self, path: &Path) -> Result<Vec<(String, TensorData)>> {
         let arrays = match path.extension().and_then(|e| e.to_str()) {
-            Some("npy") => vec![(self.single(path, "a .npy file")?.name.clone(), crate::npy::read_npy(path)?)],
-            _ => crate::npy::read_npz(path)?,
+            Some("npy") => vec![(self.single(path, "a .npy file")?.name.clone(), crate::data::npy::read_npy(path)?)],
+            _ => crate::data::npy::read_npz(path)?,
         };
         for (name, data) in &arrays {
             let Some(input) = self.inputs.iter().find(|i| &i.name == name) else {

@@ -9,7 +9,7 @@ use std::path::Path;
 /// Reads a feed file: an `.npz` (keys = input names) or, for a single-input model, an `.npy`,
 /// checked against the graph's declared inputs.
 pub fn read_feeds(model: &Model, path: &Path) -> Result<Vec<(String, TensorData)>> {
-    crate::calib::InputSignature::of(model).read_arrays(path)
+    crate::data::calib::InputSignature::of(model).read_arrays(path)
 }
 
 /// The feed files `path` names: itself, or every `.npy`/`.npz` of a directory in name order.

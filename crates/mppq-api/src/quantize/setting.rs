@@ -24,7 +24,7 @@ pub struct QuantizeSetting {
     /// Compute device.
     pub device: DeviceKind,
     /// How calibration files become input tensors (batching, image preprocessing, raw shapes).
-    pub data: crate::calib::DataSetting,
+    pub data: crate::data::calib::DataSetting,
     /// Largest tensor (MiB) an operator may allocate from computed sizes (Tile, Pad, Expand,
     /// ...); larger is an error naming the node. Default: half the physical memory.
     pub max_tensor_mib: Option<u64>,
@@ -40,14 +40,14 @@ pub struct QuantizeSetting {
     /// replace the calibrated ones of the tensors it names (`crate::export::table`).
     pub import_ranges: Option<std::path::PathBuf>,
     /// The weights file of a model format that keeps them apart (Caffe's `.caffemodel`);
-    /// `crate::parser`.
+    /// `crate::platform::parser`.
     pub weights: Option<std::path::PathBuf>,
     /// Options per exporter: `[export.qdq]`, `[export.quant-json]`, … (see `crate::export`).
     pub export: BTreeMap<String, crate::export::ExportOptions>,
     /// Error analysis after quantization (graph-wise always; layer-wise on request).
-    pub analysis: crate::analyse::AnalyseSetting,
+    pub analysis: crate::report::AnalyseSetting,
     /// The accuracy budget: operations given back to float until the output SNR holds.
-    pub budget: crate::budget::BudgetSetting,
+    pub budget: crate::quantize::budget::BudgetSetting,
 }
 
 impl Default for QuantizeSetting {

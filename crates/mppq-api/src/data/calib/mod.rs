@@ -559,7 +559,7 @@ mod tests {
         for i in 0..2 {
             let values: Vec<f32> = (0..2 * 3 * 32 * 32).map(|k| ((k + i) % 7) as f32 * 0.1).collect();
             let data = TensorData::from_vec(vec![2, 3, 32, 32], &values).unwrap();
-            crate::npy::write_npy(&dir.path().join(format!("b{i}.npy")), &data).unwrap();
+            crate::data::npy::write_npy(&dir.path().join(format!("b{i}.npy")), &data).unwrap();
         }
         let set = CalibrationSet::from_path(&model, dir.path(), None).unwrap();
         assert_eq!(set.len(), 2);
@@ -570,7 +570,7 @@ mod tests {
         assert_eq!(data.to_f32_vec().unwrap()[0], 0.1);
         // A wrong shape names the file and the input.
         let bad = TensorData::from_vec(vec![1, 3, 16, 16], &vec![0f32; 768]).unwrap();
-        crate::npy::write_npy(&dir.path().join("c.npy"), &bad).unwrap();
+        crate::data::npy::write_npy(&dir.path().join("c.npy"), &bad).unwrap();
         let err = CalibrationSet::from_path(&model, dir.path(), None).unwrap_err().to_string();
         assert!(err.contains("c.npy") && err.contains("shape"), "{err}");
     }
@@ -587,7 +587,7 @@ mod tests {
         values[7] = f32::NAN;
         let data = TensorData::from_vec(vec![1, 3, 32, 32], &values).unwrap();
         let path = dir.path().join("b0.npy");
-        crate::npy::write_npy(&path, &data).unwrap();
+        crate::data::npy::write_npy(&path, &data).unwrap();
         let err = CalibrationSet::from_path(&model, dir.path(), None).unwrap_err().to_string();
         assert!(err.contains("b0.npy") && err.contains(&input) && err.contains("NaN"), "{err}");
     }

@@ -17,7 +17,7 @@
 //! Memory: the captured values of every batch are held until the branches are quantized (about
 //! one activation set per batch per If, and per recorded iteration per loop).
 
-use crate::calib::CalibrationSet;
+use crate::data::calib::CalibrationSet;
 use crate::error::{ApiError, Result};
 use crate::quantize::ModelQuantizer;
 use mppq_exec::Value;
@@ -169,7 +169,7 @@ fn quantize_body(
     let mut setting = q.setting.clone();
     // The budget and the analysis belong to the whole model.
     setting.budget = Default::default();
-    let plan = crate::upgrade::OpsetPlan { upgrade: None, cap: q.opset_cap.clone() };
+    let plan = crate::model::upgrade::OpsetPlan { upgrade: None, cap: q.opset_cap.clone() };
     let mut sub = ModelQuantizer::at_opset(q.platform.clone(), model, setting, plan)?;
     sub.quantize(&calib, progress)?;
     let mut graph = std::mem::take(&mut sub.model.graph);
@@ -356,7 +356,7 @@ fn sub_model(model: &Model) -> Model {
 pub fn count_quantized(graph: &Graph) -> (usize, usize) {
     let mut counts = (0, 0);
     for (_, op) in graph.operations() {
-        counts.0 += usize::from(crate::analyse::is_quantized(op));
+        counts.0 += usize::from(crate::report::is_quantized(op));
         counts.1 += 1;
         for a in op.attributes.values() {
             if let Attribute::Graph(g) = a {

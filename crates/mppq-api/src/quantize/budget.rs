@@ -6,8 +6,8 @@
 //! operation given back is reported with the SNR before and after. Works with every platform: an
 //! operation goes back to float by setting its configs to `Fp32`, which every exporter honours.
 
-use crate::analyse::{layers_to_analyse, layerwise_error};
 use crate::error::{ApiError, Result};
+use crate::report::{layers_to_analyse, layerwise_error};
 use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::Graph;
 use mppq_ir::quant::QuantizationState;
@@ -149,7 +149,7 @@ pub fn apply_budget(
     let layers = layers_to_analyse(graph)?;
     let ranked = layerwise_error(graph, &exec, Some(reference), batches, &mut *progress)?;
     let by_label: std::collections::HashMap<String, mppq_ir::OpId> =
-        layers.iter().filter_map(|id| Some((crate::analyse::op_label(*id, graph.operation(*id).ok()?), *id))).collect();
+        layers.iter().filter_map(|id| Some((crate::report::op_label(*id, graph.operation(*id).ok()?), *id))).collect();
     let mut current = start;
     for row in ranked {
         if report.given_back.len() >= limit || setting.target_snr.is_some_and(|t| current >= t) {

@@ -1,0 +1,288 @@
+//! The quantization run, in the seeds' shape: [`load_quantizer`] (model + platform + setting) →
+//! [`ModelQuantizer::quantize`] (fusion, dispatch, configs, the pass pipeline with calibration,
+//! then If/Loop bodies and the accuracy budget) → [`ModelQuantizer::export_to`] (the exporters'
+//! files). The one-call form is [`quantize_onnx_model`].
+//!
+//! Rooms: what is refused up front ([`admission`]), the run's [`setting`], quantization inside
+//! control flow ([`control_flow`]), the accuracy [`budget`] and the command-line [`jobs`].
+
+pub mod admission;
+pub mod budget;
+pub(crate) mod control_flow;
+pub mod jobs;
+pub mod setting;
+
+pub use admission::{check_model, ignored_scope};
+pub use control_flow::count_quantized;
+pub use jobs::{JobSummary, analyse_model, quantize_to_dir, run_analysis};
+
+use crate::data::calib::CalibrationSet;
+use crate::error::{ApiError, Result};
+use crate::export::{Artifact, ExportOptions, Exporter, export_all, resolve_exporters};
+use crate::platform::{Platform, operator_registry, platform_by_name};
+use admission::{check_ignore_patterns, check_not_quantized, check_weights};
+use jobs::analysis_progress;
+use mppq_dispatch::{Dispatch, DispatchContext, dispatcher_by_name};
+use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Value};
+use mppq_ir::Model;
+use mppq_passes::{PassContext, PassReport, Pipeline, ProgressSink, run_pipeline};
+use mppq_quant::quantizer::Quantizer;
+use setting::QuantizeSetting;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A model being quantized for one platform.
+pub struct ModelQuantizer {
+    pub platform: Arc<dyn Platform>,
+    pub model: Model,
+    pub setting: QuantizeSetting,
+    quantizer: Arc<dyn Quantizer>,
+    registry: OpRegistry,
+    device: Device,
+    /// The dispatch decided by [`Self::quantize`] (per op precision and the reason).
+    pub dispatch: Option<Dispatch>,
+    /// What each pass did.
+    pub reports: Vec<PassReport>,
+    /// The float graph before the optimisation passes (see `PassContext::float_reference`): the
+    /// graph outputs are measured against it. `None`: the model's own graph is the reference.
+    pub float_reference: Option<mppq_ir::Graph>,
+    /// What the accuracy budget gave back to float, when one was set.
+    pub budget: Option<crate::quantize::budget::BudgetReport>,
+    /// The exporters [`Self::export_to`] runs, with their options (checked up front).
+    exporters: Vec<(Arc<dyn Exporter>, ExportOptions)>,
+    /// What converting a model older than opset 13 rewrote when it was loaded ([`crate::model::upgrade`]).
+    pub opset_upgrade: Option<mppq_ir::morph::OpsetUpgrade>,
+    /// Set when the model cannot reach opset 13: it is quantized below, per tensor.
+    pub opset_cap: Option<crate::model::upgrade::OpsetCap>,
+    /// The ranges of `setting.import_ranges`, read up front.
+    imported: Option<(&'static str, Vec<crate::export::table::ImportedValue>)>,
+}
+
+/// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
+/// unknown platform, dispatcher or device, and on options the platform cannot honour.
+pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<ModelQuantizer> {
+    let platform = platform_by_name(&setting.platform)?;
+    let model = platform.parse(model_path, setting.weights.as_deref())?;
+    check_model(model_path, &model)?;
+    check_not_quantized(model_path, &model)?;
+    check_weights(model_path, &model)?;
+    ModelQuantizer::new(platform, model, setting)
+}
+
+impl ModelQuantizer {
+    /// Loads `model` for quantization on `platform`: converts it to opset 13 when it is older
+    /// ([`crate::model::upgrade`]), checks the setting.
+    pub fn new(platform: Arc<dyn Platform>, mut model: Model, setting: QuantizeSetting) -> Result<Self> {
+        check_ignore_patterns(&model.graph, &setting.ignore)?;
+        let plan = crate::model::upgrade::upgrade_for_quantization(&mut model)?;
+        Self::at_opset(platform, model, setting, plan)
+    }
+
+    /// [`Self::new`] for a model already at the opset it is quantized at (`plan` says how it got
+    /// there): the branches of an If are quantized at their model's opset.
+    pub(crate) fn at_opset(
+        platform: Arc<dyn Platform>,
+        mut model: Model,
+        setting: QuantizeSetting,
+        plan: crate::model::upgrade::OpsetPlan,
+    ) -> Result<Self> {
+        if let Some(mib) = setting.max_tensor_mib {
+            mppq_exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
+        }
+        if let Some(iterations) = setting.max_loop_iterations {
+            mppq_exec::budget::set_max_loop_iterations(iterations);
+        }
+        let quantizer: Arc<dyn Quantizer> = platform.quantizer(&setting.quantizer)?.into();
+        let dispatcher = setting.dispatcher.clone().unwrap_or_else(|| platform.dispatcher().to_string());
+        dispatcher_by_name(&dispatcher)?;
+        let device = setting.device.device()?;
+        let registry = operator_registry(platform.as_ref());
+        let exporters = resolve_exporters(&setting, &platform.exporters(), &platform.export_options())?;
+        setting.budget.validate()?;
+        setting.pipeline.validate()?;
+        if setting.analysis.batches == Some(0) {
+            // It used to be raised to 1 without a word.
+            return Err(ApiError::Setting(
+                "analysis.batches = 0: the analysis needs at least one batch (leave it out for 4)".into(),
+            ));
+        }
+        let imported = setting.import_ranges.as_deref().map(crate::export::table::read_ranges).transpose()?;
+        // Configs, reports and the quantization JSON name operations: each needs its own name.
+        model.graph.name_operations();
+        Ok(Self {
+            platform,
+            model,
+            setting,
+            quantizer,
+            registry,
+            device,
+            dispatch: None,
+            reports: Vec::new(),
+            float_reference: None,
+            budget: None,
+            exporters,
+            opset_upgrade: plan.upgrade,
+            opset_cap: plan.cap,
+            imported,
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn registry(&self) -> &OpRegistry {
+        &self.registry
+    }
+
+    pub fn quantizer(&self) -> &dyn Quantizer {
+        self.quantizer.as_ref()
+    }
+
+    /// An executor for the model as it is now (rebuild after the graph changed).
+    pub fn executor(&self) -> Result<Executor> {
+        let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
+        Ok(Executor::new(&self.model.graph, &self.registry, &self.device, &opsets)?)
+    }
+
+    /// An executor for the float model whose outputs the quantized one is measured against: the
+    /// graph before the optimisation passes when they changed it (`None`: the model's own graph).
+    pub fn reference_executor(&self) -> Result<Option<Executor>> {
+        let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
+        let Some(graph) = self.float_reference.as_ref() else { return Ok(None) };
+        // Passes that changed only quantization configs leave the float graph as it was: its
+        // own float run is then the reference, and a second float run per batch would be waste.
+        if graph.float_fingerprint() == self.model.graph.float_fingerprint() {
+            return Ok(None);
+        }
+        Ok(Some(Executor::new(graph, &self.registry, &self.device, &opsets)?))
+    }
+
+    /// Quantizes the model with the one pass pipeline ([`Pipeline::full`]): graph fusion,
+    /// dispatch, initial configs, then the passes, calibration included, over `calib` (read one
+    /// batch at a time).
+    pub fn quantize(&mut self, calib: &CalibrationSet, progress: &mut dyn ProgressSink) -> Result<()> {
+        // The passes borrow the graph mutably, so they read the opsets from a copy.
+        let imports = self.model.opset_imports.clone();
+        let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
+        let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
+        let context = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
+            .with_ignored(ignored_scope(&self.setting.ignore));
+        let dispatch = mppq_passes::Dispatch { dispatcher, context };
+        let mut pipeline = self.setting.pipeline.clone();
+        // An observer the user named is not second-guessed by the range search.
+        if self.setting.quantizer.observer.is_some() || pipeline.calibration.observer.is_some() {
+            pipeline.range_search.enabled = pipeline.range_search.enabled.or(Some(false));
+        }
+        let mut passes = Pipeline::full(&pipeline, dispatch, self.quantizer.clone())?;
+        // What the exporters will refuse is refused once the configs exist, before calibration.
+        if let Some(at) = passes.iter().position(|p| p.name() == "init_quantization") {
+            let preflight = crate::export::ExportPreflight { exporters: self.exporters.clone() };
+            passes.insert(at + 1, Box::new(preflight));
+            if let Some(cap) = &self.opset_cap {
+                passes.insert(at + 1, Box::new(crate::model::upgrade::PerTensorBelowOpset13 { cap: cap.clone() }));
+            }
+        }
+        if let (Some((format, values)), Some(file)) = (&self.imported, &self.setting.import_ranges)
+            && let Some(at) = passes.iter().position(|p| p.name() == "runtime_calibration")
+        {
+            let import = crate::export::table::ImportRanges { file: file.clone(), format, values: values.clone() };
+            passes.insert(at + 1, Box::new(import));
+        }
+        let if_inputs = crate::quantize::control_flow::capture_if_inputs(self, calib)?;
+        let loop_iterations = crate::quantize::control_flow::capture_loop_iterations(self, calib)?;
+        let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
+        ctx.guard = self.setting.pipeline.guard_options();
+        self.reports = run_pipeline(&mut ctx, &mut passes)?;
+        self.dispatch = ctx.dispatch.take();
+        self.float_reference = ctx.float_reference.take();
+        drop(ctx);
+        let branches = crate::quantize::control_flow::quantize_if_branches(self, if_inputs, progress)?;
+        self.reports.extend(branches);
+        let bodies = crate::quantize::control_flow::quantize_loop_bodies(self, loop_iterations, progress)?;
+        self.reports.extend(bodies);
+        if self.setting.budget.is_set() {
+            self.budget = Some(self.apply_budget(calib, progress)?);
+        }
+        Ok(())
+    }
+
+    /// The accuracy budget of the setting (see [`crate::quantize::budget`]), on the calibration batches
+    /// the analysis uses.
+    fn apply_budget(
+        &mut self,
+        calib: &CalibrationSet,
+        progress: &mut dyn ProgressSink,
+    ) -> Result<crate::quantize::budget::BudgetReport> {
+        let batches = &calib.first_values(self.setting.analysis.batches, &self.device)?;
+        let opsets = |d: &str| self.model.opset(d).unwrap_or(0);
+        let build = |g: &mppq_ir::Graph| Ok(Executor::new(g, &self.registry, &self.device, &opsets)?);
+        let reference = match self.reference_executor()? {
+            Some(e) => e,
+            None => build(&self.model.graph)?,
+        };
+        let mut graph = self.model.graph.clone();
+        let mut report_progress = analysis_progress(progress);
+        let report = crate::quantize::budget::apply_budget(
+            &mut graph,
+            &build,
+            &reference,
+            batches,
+            &self.setting.budget,
+            &mut |d, t| report_progress("budget ranking", d, t),
+        )?;
+        self.model.graph = graph;
+        Ok(report)
+    }
+
+    /// Runs one pass on the model without calibration data (a pass that reads none, such as
+    /// `passive_parameter_quantize` after scales changed).
+    pub fn run_pass(&mut self, pass: &mut dyn mppq_passes::Pass) -> Result<mppq_passes::PassReport> {
+        let imports = self.model.opset_imports.clone();
+        let opsets = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
+        let none: Vec<mppq_quant::Feeds> = Vec::new();
+        let mut progress = mppq_passes::NoProgress;
+        let mut ctx =
+            PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opsets, &none, &mut progress);
+        Ok(pass.run(&mut ctx)?)
+    }
+
+    /// Runs the quantized model (fake-quant simulation) on one batch.
+    pub fn simulate(&self, feeds: Vec<(String, Value)>) -> Result<Vec<(String, Value)>> {
+        let exec = self.executor()?;
+        let mut sim = QuantSimulation::new(&self.model.graph, BurnFakeQuant);
+        Ok(exec.run(feeds, &mut [&mut sim])?)
+    }
+
+    /// Runs the run's exporters (the platform's defaults, or those the setting names) into `dir`,
+    /// created if missing; returns every file written.
+    pub fn export_to(&self, dir: &Path) -> Result<Vec<Artifact>> {
+        export_all(&self.model, &self.exporters, dir)
+    }
+
+    /// The exporters [`Self::export_to`] runs, by name.
+    pub fn exporter_names(&self) -> Vec<&str> {
+        self.exporters.iter().map(|(e, _)| e.name()).collect()
+    }
+}
+
+/// The result of [`quantize_onnx_model`].
+pub struct QuantizedModel {
+    pub quantizer: ModelQuantizer,
+    pub calibration: CalibrationSet,
+}
+
+/// One call: load `model_path`, read the calibration batches in `calib_dir`, quantize with
+/// `setting`. Export with `result.quantizer.export_to(dir)`.
+pub fn quantize_onnx_model(model_path: &Path, calib_dir: &Path, setting: QuantizeSetting) -> Result<QuantizedModel> {
+    let mut quantizer = load_quantizer(model_path, setting)?;
+    let calibration = open_calibration(&quantizer, calib_dir, &mut mppq_passes::NoProgress)?;
+    quantizer.quantize(&calibration, &mut mppq_passes::NoProgress)?;
+    Ok(QuantizedModel { quantizer, calibration })
+}
+
+/// The calibration data at `path`, read as the quantizer's setting says (`[data]`, and
+/// `pipeline.calibration.steps` batches at most).
+pub fn open_calibration(q: &ModelQuantizer, path: &Path, progress: &mut dyn ProgressSink) -> Result<CalibrationSet> {
+    CalibrationSet::open(&q.model, path, &q.setting.data, q.setting.pipeline.calibration.steps, progress)
+}

@@ -86,7 +86,7 @@ fn ort_quantize(python: &Path, out: &Path) -> Result<OrtReport> {
 
 /// Per-tensor (scale, zero point) of every tensor in our quant.json.
 fn our_tensors(path: &Path) -> Result<BTreeMap<String, (f64, i64)>> {
-    let json = mppq_api::onnx::export::quant_json::read_quant_json(path)?;
+    let json = mppq_api::export::formats::quant_json::read_quant_json(path)?;
     Ok(json
         .tensors
         .into_iter()

@@ -8,8 +8,8 @@ use crate::proto::workspace_root;
 use std::path::{Path, PathBuf};
 
 /// The crate stack, bottom first.
-const STACK: [&str; 7] =
-    ["mppq-ir", "mppq-onnx", "mppq-exec", "mppq-dispatch", "mppq-quant", "mppq-passes", "mppq-api"];
+const STACK: [&str; 8] =
+    ["mppq-ir", "mppq-onnx", "mppq-exec", "mppq-dispatch", "mppq-quant", "mppq-passes", "mppq-export", "mppq-api"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };

@@ -13,7 +13,7 @@ pub enum ApiError {
     #[error("`{file}`: {message}")]
     Data { file: String, message: String },
     #[error(transparent)]
-    Export(#[from] mppq_onnx::export::ExportError),
+    Export(#[from] mppq_export::ExportError),
     #[error(transparent)]
     Dispatch(#[from] mppq_dispatch::DispatchError),
     #[error(transparent)]
@@ -44,5 +44,11 @@ impl ApiError {
 impl From<mppq_exec::ExecError> for ApiError {
     fn from(e: mppq_exec::ExecError) -> Self {
         ApiError::Exec(Box::new(e))
+    }
+}
+
+impl From<mppq_ir::registry::RegistryError> for ApiError {
+    fn from(e: mppq_ir::registry::RegistryError) -> Self {
+        ApiError::Setting(e.to_string())
     }
 }

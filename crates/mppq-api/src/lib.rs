@@ -11,7 +11,8 @@
 //! - [`quantize`]: the run — admission checks, the [`ModelQuantizer`] (`load_quantizer` →
 //!   `quantize` → `export_to`, and the one-call [`quantize_onnx_model`]), its setting file,
 //!   If/Loop bodies, the accuracy budget and the command-line jobs;
-//! - [`export`]: the exporter registry and the built-in exporters;
+//! - exporters and the formats they write live in `mppq-export` (re-exported as [`export`]); a
+//!   platform names its defaults, [`quantize`] runs them;
 //! - [`report`]: error analysis (graph-wise, layer-wise, HTML and JSON);
 //! - [`qat`]: quantization-aware training of the quantized graph;
 //! - [`staging`]: outputs that appear together and never replace an input.
@@ -22,12 +23,10 @@
 
 pub mod data;
 pub mod error;
-pub mod export;
 pub mod model;
 pub mod platform;
 pub mod qat;
 pub mod quantize;
-mod registry;
 pub mod report;
 pub mod staging;
 
@@ -42,6 +41,7 @@ pub use quantize::{ModelQuantizer, QuantizedModel, load_quantizer, quantize_onnx
 
 pub use mppq_dispatch as dispatch;
 pub use mppq_exec as exec;
+pub use mppq_export as export;
 pub use mppq_ir as ir;
 pub use mppq_onnx as onnx;
 pub use mppq_passes as passes;

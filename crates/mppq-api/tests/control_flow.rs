@@ -56,10 +56,10 @@ fn both_if_branches_are_quantized_simulated_and_exported() {
     assert_eq!(qdq.graph.operation(producer).unwrap().op_type, "DequantizeLinear");
 
     // The JSON carries the branches' configs, and applying it reproduces the simulation.
-    let json = mppq_onnx::export::quant_json::read_quant_json(out.path().join("quant.json")).unwrap();
+    let json = mppq_export::formats::quant_json::read_quant_json(out.path().join("quant.json")).unwrap();
     assert_eq!(json.subgraphs.len(), 2, "{:?}", json.subgraphs.keys().collect::<Vec<_>>());
     let mut float = mppq_onnx::load_model(out.path().join("model.float.onnx")).unwrap();
-    mppq_onnx::export::quant_json::apply_quant_json(&mut float.graph, &json).unwrap();
+    mppq_export::formats::quant_json::apply_quant_json(&mut float.graph, &json).unwrap();
     let then = branch(&float.graph, "then_branch");
     assert!(then.operations().any(|(_, op)| op.quant_config.is_some()));
 }
@@ -83,6 +83,6 @@ fn a_loop_body_is_quantized_from_its_iterations_simulated_and_exported() {
     let Some(Attribute::Graph(body)) = lp.attr("body") else { panic!("no body") };
     // Gemm weight + bias, the shared MatMul weight, and the activations.
     assert!(count(body, "DequantizeLinear") >= 6, "{}", count(body, "DequantizeLinear"));
-    let json = mppq_onnx::export::quant_json::read_quant_json(out.path().join("quant.json")).unwrap();
+    let json = mppq_export::formats::quant_json::read_quant_json(out.path().join("quant.json")).unwrap();
     assert_eq!(json.subgraphs.len(), 1, "{:?}", json.subgraphs.keys().collect::<Vec<_>>());
 }

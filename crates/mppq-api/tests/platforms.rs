@@ -190,7 +190,7 @@ fn trt_lowbit_writes_int4_weights() {
 /// layer name; weight lines first, as `ncnn2table` writes them.
 #[test]
 fn ncnn_table_holds_the_reciprocal_scales_of_each_layer() {
-    use mppq_api::export::ncnn_table;
+    use mppq_api::export::formats::ncnn_table;
     for model in ["tiny_cnn", "tiny_mobilenet"] {
         let q = quantized(model, "ncnn-int8");
         let dir = tempfile::tempdir().unwrap();

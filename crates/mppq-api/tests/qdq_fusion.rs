@@ -21,7 +21,7 @@ fn fused_qdq_export_equals_the_simulation() {
     )
     .unwrap();
     let q = &result.quantizer;
-    let mut exported = mppq_api::onnx::export::qdq::export_qdq(&q.model, &Default::default()).unwrap();
+    let mut exported = mppq_api::export::formats::qdq::export_qdq(&q.model, &Default::default()).unwrap();
     let convs = exported.graph.operations().filter(|(_, op)| op.op_type == "Conv").count();
     let fused = mppq_api::ir::morph::fuse_qdq_conv(&mut exported.graph).unwrap();
     assert_eq!((convs, fused), (3, 3), "every Conv of tiny_cnn is fully quantized");

@@ -8,9 +8,9 @@
 
 use mppq_dispatch::{DispatchContext, TargetPrecision, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
+use mppq_export::formats::qdq::{QdqOptions, export_qdq};
+use mppq_export::formats::quant_json::{FORMAT, apply_quant_json, read_quant_json, to_quant_json, write_quant_json};
 use mppq_ir::{Graph, Model, VarId};
-use mppq_onnx::export::qdq::{QdqOptions, export_qdq};
-use mppq_onnx::export::quant_json::{FORMAT, apply_quant_json, read_quant_json, to_quant_json, write_quant_json};
 use mppq_quant::calibrate::{CalibrationSetting, calibrate};
 use mppq_quant::metrics::snr_db;
 use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer, init_quantization};

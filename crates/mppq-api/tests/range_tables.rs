@@ -6,7 +6,8 @@
 //! `cargo xtask range-tables` (CI).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use mppq_api::export::table::{ImportedValue, apply_imported, read_ranges, rows};
+use mppq_api::export::import::{apply_imported, read_ranges};
+use mppq_api::export::ranges::{ImportedValue, rows};
 use mppq_api::exporter_by_name;
 use mppq_api::ir::Model;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ fn testdata() -> PathBuf {
 fn configured(quant_json: &str) -> Model {
     let mut m = mppq_api::onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
     let path = testdata().join("export_golden").join(quant_json);
-    mppq_api::export::apply_quant_config(&mut m, &path, &Default::default()).unwrap();
+    mppq_api::quantize::apply_quant_config(&mut m, &path, &Default::default()).unwrap();
     m
 }
 
@@ -218,7 +219,7 @@ fn imported_ranges_replace_the_calibrated_ones() {
 
 fn configured_from(quant_json: &Path) -> Model {
     let mut m = mppq_api::onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
-    mppq_api::export::apply_quant_config(&mut m, quant_json, &Default::default()).unwrap();
+    mppq_api::quantize::apply_quant_config(&mut m, quant_json, &Default::default()).unwrap();
     m
 }
 
@@ -228,7 +229,7 @@ fn configured_from(quant_json: &Path) -> Model {
 /// operation. `MPPQ_BLESS=1` rewrites the golden files.
 #[test]
 fn layer_files_match_their_golden_files() {
-    use mppq_api::export::ncnn_table;
+    use mppq_api::export::formats::ncnn_table;
     let dir = tempfile::tempdir().unwrap();
     let mut stale = Vec::new();
     let mut check = |platform: &str, path: &Path| {

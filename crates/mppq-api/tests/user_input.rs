@@ -42,7 +42,7 @@ fn incomplete_or_impossible_quant_json_is_refused() {
         let path = dir.path().join("edited.json");
         std::fs::write(&path, serde_json::to_string(json).unwrap()).unwrap();
         let mut model = mppq_onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
-        mppq_api::export::apply_quant_config(&mut model, &path, &Default::default()).map_err(|e| e.to_string())
+        mppq_api::quantize::apply_quant_config(&mut model, &path, &Default::default()).map_err(|e| e.to_string())
     };
     apply(&json).unwrap();
 

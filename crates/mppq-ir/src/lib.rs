@@ -6,8 +6,8 @@
 //! topological order and sub-graph extraction ([`edit`], [`topo`], [`extract`]); a float fingerprint
 //! ([`fingerprint`]); pattern search
 //! ([`pattern`]); structural rewrites that need no executor ([`morph`]); the operator-role table every
-//! pass, quantizer and dispatcher reads ([`roles`]); and the quantization data model that operations
-//! carry ([`quant`]). It knows nothing of file formats or execution.
+//! pass, quantizer and dispatcher reads ([`roles`]); the quantization data model that operations
+//! carry ([`quant`]); and the registry of named extensions the upper crates host ([`registry`]). It knows nothing of file formats or execution.
 
 pub mod attribute;
 pub mod dtype;
@@ -20,6 +20,7 @@ pub mod lowp;
 pub mod morph;
 pub mod pattern;
 pub mod quant;
+pub mod registry;
 pub mod roles;
 pub mod tensor;
 pub mod topo;

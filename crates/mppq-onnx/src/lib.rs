@@ -10,7 +10,6 @@
 pub mod attribute;
 pub mod caffe;
 pub mod error;
-pub mod export;
 pub mod external;
 pub mod load;
 pub mod opset;

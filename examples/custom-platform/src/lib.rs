@@ -169,11 +169,16 @@ impl Exporter for ShiftTable {
         "example: the DSP's right-shift per quantized tensor (dsp_shifts.txt)"
     }
 
-    fn check_options(&self, options: &ExportOptions) -> mppq_api::Result<()> {
+    fn check_options(&self, options: &ExportOptions) -> mppq_api::export::Result<()> {
         parse_options::<NoOptions>(self.name(), options).map(|_| ())
     }
 
-    fn export(&self, model: &mppq_api::ir::Model, _: &ExportOptions, dir: &Path) -> mppq_api::Result<Vec<Artifact>> {
+    fn export(
+        &self,
+        model: &mppq_api::ir::Model,
+        _: &ExportOptions,
+        dir: &Path,
+    ) -> mppq_api::export::Result<Vec<Artifact>> {
         let graph = &model.graph;
         let mut table = String::new();
         for (_, op) in graph.operations() {
@@ -189,7 +194,7 @@ impl Exporter for ShiftTable {
         }
         let path = dir.join("dsp_shifts.txt");
         std::fs::write(&path, table)
-            .map_err(|source| mppq_api::ApiError::Io { path: path.display().to_string(), source })?;
+            .map_err(|source| mppq_api::export::ExportError::Io { path: path.display().to_string(), source })?;
         Ok(vec![Artifact::new("DSP shift table", path)])
     }
 }

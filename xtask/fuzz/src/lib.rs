@@ -134,7 +134,7 @@ pub fn config_readers(data: &[u8]) {
             ..QuantizeSetting::default()
         };
         let Ok(mut q) = load_quantizer(model_path, setting) else { return };
-        if mppq_api::export::apply_quant_config(&mut q.model, &path, &q.setting.pipeline).is_err() {
+        if mppq_api::quantize::apply_quant_config(&mut q.model, &path, &q.setting.pipeline).is_err() {
             return;
         }
         let Some(batch) = synthetic_batch(model, bytes) else { return };

@@ -386,7 +386,7 @@ fn run(cli: Cli) -> Result<()> {
             // A QDQ model runs as ONNX Runtime runs it: Q/DQ convolutions fused into integer kernels.
             mppq_ir::morph::fuse_qdq_conv(&mut loaded.graph)?;
             if let Some(path) = &quant_config {
-                mppq_api::export::apply_quant_config(&mut loaded, path, &Default::default())?;
+                mppq_api::quantize::apply_quant_config(&mut loaded, path, &Default::default())?;
             }
             // Outputs are staged and appear together at the end, never over an input.
             let staging = mppq_api::staging::Staging::new(&output, &[&model, &input])?;

@@ -2,7 +2,7 @@
 //! writes: per-channel QuantizeLinear/DequantizeLinear need it) is converted to 13 when it is
 //! loaded for quantization ([`mppq_onnx::upgrade_model`]), so the executor, the dispatch,
 //! calibration and every export see one converted graph, and a quantization JSON written from
-//! it applies to the same graph ([`crate::export::apply_quant_config`] converts too).
+//! it applies to the same graph ([`crate::quantize::apply_quant_config`] converts too).
 
 use mppq_ir::Model;
 use mppq_ir::morph::{OpsetBlocker, OpsetUpgrade, blockers};

@@ -9,8 +9,8 @@
 //! the setting) names it; a parser that has none refuses it rather than ignoring it.
 
 use crate::error::{ApiError, Result};
-use crate::registry::Registry;
 use mppq_ir::Model;
+use mppq_ir::registry::Registry;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -95,7 +95,7 @@ static PARSERS: Registry<dyn Parser> = Registry::new("parser", builtin);
 /// Registers a parser; a name already taken is an error.
 pub fn register_parser(parser: Arc<dyn Parser>) -> Result<()> {
     let name = parser.name().to_string();
-    PARSERS.register(&name, parser)
+    Ok(PARSERS.register(&name, parser)?)
 }
 
 /// Names of every registered parser, sorted.
@@ -105,7 +105,7 @@ pub fn parser_names() -> Vec<String> {
 
 /// The parser called `name`; the error lists the known ones.
 pub fn parser_by_name(name: &str) -> Result<Arc<dyn Parser>> {
-    PARSERS.get(name)
+    Ok(PARSERS.get(name)?)
 }
 
 /// Reads `path` with the first parser other than `onnx` that accepts it, else as ONNX.

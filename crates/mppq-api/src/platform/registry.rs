@@ -3,8 +3,8 @@
 
 use super::Platform;
 use crate::error::Result;
-use crate::registry::Registry;
 use mppq_exec::OpRegistry;
+use mppq_ir::registry::Registry;
 use std::sync::Arc;
 
 static PLATFORMS: Registry<dyn Platform> =
@@ -13,12 +13,12 @@ static PLATFORMS: Registry<dyn Platform> =
 /// Registers a platform; a name already taken is an error (built-ins cannot be replaced by accident).
 pub fn register_platform(platform: Arc<dyn Platform>) -> Result<()> {
     let name = platform.name().to_string();
-    PLATFORMS.register(&name, platform)
+    Ok(PLATFORMS.register(&name, platform)?)
 }
 
 /// The platform called `name`; the error lists the known ones.
 pub fn platform_by_name(name: &str) -> Result<Arc<dyn Platform>> {
-    PLATFORMS.get(name)
+    Ok(PLATFORMS.get(name)?)
 }
 
 /// Names of every registered platform, sorted.

@@ -175,7 +175,7 @@ pub fn analyse_model(
     let mut q = load_quantizer(model_path, setting)?;
     let calib = open_calibration(&q, calib_dir, progress)?;
     match quant_config {
-        Some(path) => crate::export::apply_quant_config(&mut q.model, path, &q.setting.pipeline)?,
+        Some(path) => crate::quantize::apply_quant_config(&mut q.model, path, &q.setting.pipeline)?,
         None => q.quantize(&calib, progress)?,
     }
     let analysis = run_analysis(&q, &calib, progress)?;

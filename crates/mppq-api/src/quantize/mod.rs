@@ -10,11 +10,13 @@ pub mod admission;
 pub mod budget;
 pub(crate) mod control_flow;
 pub mod jobs;
+pub mod reapply;
 pub mod setting;
 
 pub use admission::{check_model, ignored_scope};
 pub use control_flow::count_quantized;
 pub use jobs::{JobSummary, analyse_model, quantize_to_dir, run_analysis};
+pub use reapply::apply_quant_config;
 
 use crate::data::calib::CalibrationSet;
 use crate::error::{ApiError, Result};
@@ -55,7 +57,7 @@ pub struct ModelQuantizer {
     /// Set when the model cannot reach opset 13: it is quantized below, per tensor.
     pub opset_cap: Option<crate::model::upgrade::OpsetCap>,
     /// The ranges of `setting.import_ranges`, read up front.
-    imported: Option<(&'static str, Vec<crate::export::table::ImportedValue>)>,
+    imported: Option<(&'static str, Vec<mppq_export::ranges::ImportedValue>)>,
 }
 
 /// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
@@ -97,7 +99,12 @@ impl ModelQuantizer {
         dispatcher_by_name(&dispatcher)?;
         let device = setting.device.device()?;
         let registry = operator_registry(platform.as_ref());
-        let exporters = resolve_exporters(&setting, &platform.exporters(), &platform.export_options())?;
+        let exporters = resolve_exporters(
+            setting.exporters.as_deref(),
+            &setting.export,
+            &platform.exporters(),
+            &platform.export_options(),
+        )?;
         setting.budget.validate()?;
         setting.pipeline.validate()?;
         if setting.analysis.batches == Some(0) {
@@ -106,7 +113,7 @@ impl ModelQuantizer {
                 "analysis.batches = 0: the analysis needs at least one batch (leave it out for 4)".into(),
             ));
         }
-        let imported = setting.import_ranges.as_deref().map(crate::export::table::read_ranges).transpose()?;
+        let imported = setting.import_ranges.as_deref().map(mppq_export::read_ranges).transpose()?;
         // Configs, reports and the quantization JSON name operations: each needs its own name.
         model.graph.name_operations();
         Ok(Self {
@@ -177,7 +184,7 @@ impl ModelQuantizer {
         let mut passes = Pipeline::full(&pipeline, dispatch, self.quantizer.clone())?;
         // What the exporters will refuse is refused once the configs exist, before calibration.
         if let Some(at) = passes.iter().position(|p| p.name() == "init_quantization") {
-            let preflight = crate::export::ExportPreflight { exporters: self.exporters.clone() };
+            let preflight = mppq_export::ExportPreflight { exporters: self.exporters.clone() };
             passes.insert(at + 1, Box::new(preflight));
             if let Some(cap) = &self.opset_cap {
                 passes.insert(at + 1, Box::new(crate::model::upgrade::PerTensorBelowOpset13 { cap: cap.clone() }));
@@ -186,7 +193,7 @@ impl ModelQuantizer {
         if let (Some((format, values)), Some(file)) = (&self.imported, &self.setting.import_ranges)
             && let Some(at) = passes.iter().position(|p| p.name() == "runtime_calibration")
         {
-            let import = crate::export::table::ImportRanges { file: file.clone(), format, values: values.clone() };
+            let import = mppq_export::ImportRanges { file: file.clone(), format, values: values.clone() };
             passes.insert(at + 1, Box::new(import));
         }
         let if_inputs = crate::quantize::control_flow::capture_if_inputs(self, calib)?;
@@ -257,7 +264,7 @@ impl ModelQuantizer {
     /// Runs the run's exporters (the platform's defaults, or those the setting names) into `dir`,
     /// created if missing; returns every file written.
     pub fn export_to(&self, dir: &Path) -> Result<Vec<Artifact>> {
-        export_all(&self.model, &self.exporters, dir)
+        Ok(export_all(&self.model, &self.exporters, dir)?)
     }
 
     /// The exporters [`Self::export_to`] runs, by name.

@@ -37,7 +37,7 @@ pub struct QuantizeSetting {
     pub exporters: Option<Vec<String>>,
     /// A range file of another tool (QNN/AIMET encodings 0.6.1/1.0.0/2.x, ONNX Runtime's
     /// calibration cache, TensorRT's calibration cache or dynamic-range JSON) whose values
-    /// replace the calibrated ones of the tensors it names (`crate::export::table`).
+    /// replace the calibrated ones of the tensors it names (`mppq_export::import`).
     pub import_ranges: Option<std::path::PathBuf>,
     /// The weights file of a model format that keeps them apart (Caffe's `.caffemodel`);
     /// `crate::platform::parser`.

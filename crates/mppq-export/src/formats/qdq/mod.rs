@@ -1,11 +1,14 @@
 //! `qdq`: the float ONNX model with QuantizeLinear/DequantizeLinear pairs that ONNX Runtime (and
 //! every QDQ-reading runtime) loads, as `model.qdq.onnx`. Options (`[export.qdq]`):
-//! `mppq_onnx::export::qdq::QdqOptions`.
+//! [`QdqOptions`]. The graph rewrite itself is [`export_qdq`] (in `graph.rs`).
 
-use super::{Artifact, ExportOptions, Exporter, parse_options};
+mod graph;
+
+pub use graph::{QdqOptions, export_qdq, preflight_qdq};
+
 use crate::error::Result;
+use crate::exporter::{Artifact, ExportOptions, Exporter, parse_options};
 use mppq_ir::Model;
-use mppq_onnx::export::qdq::{QdqOptions, export_qdq, preflight_qdq};
 use std::path::Path;
 
 pub struct Qdq;
@@ -28,7 +31,7 @@ impl Exporter for Qdq {
     }
     fn preflight(&self, graph: &mppq_ir::Graph, opset: i64, options: &ExportOptions) -> Result<()> {
         let options: QdqOptions = parse_options(self.name(), options)?;
-        Ok(preflight_qdq(graph, opset, &options)?)
+        preflight_qdq(graph, opset, &options)
     }
     fn export(&self, model: &Model, options: &ExportOptions, dir: &Path) -> Result<Vec<Artifact>> {
         let options: QdqOptions = parse_options(self.name(), options)?;

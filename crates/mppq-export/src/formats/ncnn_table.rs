@@ -12,11 +12,11 @@
 //! symmetric int8 per output channel or per tensor (written once per channel or group); the
 //! `ncnn-int8` platform makes them so. Anything else is refused before calibration.
 
-use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
+use crate::error::ExportError;
 use crate::error::Result;
+use crate::exporter::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
 use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at, dominator_root};
 use mppq_ir::{Graph, Model, OpId, Operation};
-use mppq_onnx::export::ExportError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -116,7 +116,7 @@ fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
     let symmetric_int8 = |slot: usize| -> Result<&TensorQuantConfig> {
         let Some(c) = effective_input(graph, id, slot) else {
             return Err(
-                refuse(slot, "ncnn quantizes this input; it has no config (use --platform ncnn-int8)".into()).into()
+                refuse(slot, "ncnn quantizes this input; it has no config (use --platform ncnn-int8)".into())
             );
         };
         if c.num_of_bits != 8 || c.exponent_bits != 0 || !c.policy.is_symmetric() || c.quant_min < -128 {
@@ -126,17 +126,16 @@ fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
                     "ncnn's int8 is symmetric 8-bit with zero point 0; this config is {} bits, range [{}, {}] (use --platform ncnn-int8)",
                     c.num_of_bits, c.quant_min, c.quant_max
                 ),
-            )
-            .into());
+            ));
         }
         if calibrated && (c.scale.is_empty() || c.offset.iter().any(|z| *z != 0.0)) {
-            return Err(refuse(slot, "not calibrated, or a zero point other than 0".into()).into());
+            return Err(refuse(slot, "not calibrated, or a zero point other than 0".into()));
         }
         Ok(c)
     };
     let input = symmetric_int8(0)?;
     if input.scale.len() > 1 {
-        return Err(refuse(0, "ncnn has one scale per input blob; this config is per channel".into()).into());
+        return Err(refuse(0, "ncnn has one scale per input blob; this config is per channel".into()));
     }
     let weight = symmetric_int8(1)?;
     let name = if op.name.is_empty() { tensor_name_of_output(graph, op) } else { op.name.clone() };
@@ -145,8 +144,7 @@ fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
         return Err(refuse(
             1,
             format!("a grouped convolution with {per_output} outputs per group: ncnn keeps one weight scale per group; quantize this weight per tensor (the ncnn-int8 platform does)"),
-        )
-        .into());
+        ));
     }
     let weight_scales: Vec<f32> = match weight.scale.as_slice() {
         [s] => vec![1.0 / s; outputs],
@@ -156,8 +154,7 @@ fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
             return Err(refuse(
                 1,
                 format!("{} weight scales; ncnn wants {outputs}, one per output channel", many.len()),
-            )
-            .into());
+            ));
         }
     };
     let input_scale = input.scale.first().map(|s| 1.0 / s).unwrap_or(0.0);

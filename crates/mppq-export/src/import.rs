@@ -1,126 +1,14 @@
-//! Range tables: the per-tensor formats other toolchains read (TensorRT's calibration cache and
-//! dynamic ranges, ONNX Runtime's calibration cache, QNN/AIMET encodings) are all views of one
-//! list, [`rows`]: every quantized tensor by name with the config that decides its quantized
-//! value (the `tensors` of `quant.json`). The same formats come back in as [`Imported`] ranges
-//! ([`read_ranges`]): [`apply_imported`] puts them on a quantized graph, so ranges calibrated by
-//! another tool can be used here.
+//! Importing ranges calibrated by another tool: [`read_ranges`] recognises a range file by its
+//! content (each format's reader lives with its writer in [`crate::formats`]), [`apply_imported`]
+//! puts the values on a quantized graph, and the [`ImportRanges`] pass does so in the pipeline,
+//! right after calibration.
 
-use crate::error::{ApiError, Result};
+use crate::error::{ExportError, Result};
+use crate::formats::{ort_calib_cache, qnn_encodings, trt_calib_cache, trt_dynamic_range};
+use crate::ranges::ImportedValue;
+use mppq_ir::Graph;
 use mppq_ir::quant::{ConfigSide, QuantizationState, TensorQuantConfig, config_at_mut};
-use mppq_ir::{Graph, Model};
-use mppq_onnx::export::quant_json::{TensorEntry, to_quant_json};
 use std::path::Path;
-
-/// One quantized tensor of a table.
-#[derive(Clone, Debug)]
-pub struct Row {
-    pub name: String,
-    /// A weight or bias (an initializer), not an activation.
-    pub is_param: bool,
-    pub entry: TensorEntry,
-}
-
-impl Row {
-    /// The output of an operation fused with the activation after it: never quantized on its
-    /// own, it carries the activation's parameters (ONNX Runtime's quantizer asks for it).
-    pub fn is_fused(&self) -> bool {
-        self.entry.state == QuantizationState::Overlapped
-    }
-
-    /// A linear integer config (not FP8).
-    pub fn is_integer(&self) -> bool {
-        self.entry.exponent_bits == 0
-    }
-
-    /// `(min, max)` per scale: what an asymmetric grid covers, `(qmin − zp)·s` and
-    /// `(qmax − zp)·s`; for a symmetric grid `±s·quant_max`, the range its scale is calibrated
-    /// from (int8's extra code −128 is only reached by clipping), so the range maps back to the
-    /// same scale.
-    pub fn ranges(&self) -> Vec<(f32, f32)> {
-        let e = &self.entry;
-        let symmetric = e.policy.is_symmetric();
-        e.scale
-            .iter()
-            .zip(&e.zero_point)
-            .map(|(s, z)| {
-                if symmetric {
-                    let amax = (f64::from(*s) * (e.quant_max as f64 - f64::from(*z))) as f32;
-                    (-amax, amax)
-                } else {
-                    ((e.quant_min as f32 - z) * s, (e.quant_max as f32 - z) * s)
-                }
-            })
-            .collect()
-    }
-
-    /// The symmetric range TensorRT calls the dynamic range (`setDynamicRange(-amax, amax)`,
-    /// cache scale `amax / 127`): `scale · (quant_max − zp)` for a symmetric grid (our observers' own
-    /// convention, so int8 gives back the scale exactly), the larger magnitude the grid covers for
-    /// an asymmetric one; `None` for per-channel configs.
-    pub fn amax(&self) -> Option<f64> {
-        let [scale] = self.entry.scale.as_slice() else { return None };
-        if self.entry.policy.is_symmetric() {
-            let zero_point = self.entry.zero_point.first().copied().unwrap_or(0.0);
-            return Some(f64::from(*scale) * (self.entry.quant_max as f64 - f64::from(zero_point)));
-        }
-        self.ranges().first().map(|(lo, hi)| f64::from(lo.abs().max(hi.abs())))
-    }
-}
-
-/// The quantized tensors of the main graph, in graph order (sub-graphs of If/Loop are not in
-/// these flat, name-keyed formats; `quant.json` carries them), then the outputs fused into a
-/// following activation (Conv → Relu), with the activation's parameters.
-pub fn rows(model: &Model) -> Result<Vec<Row>> {
-    let json = to_quant_json(model)?;
-    let g = &model.graph;
-    let row = |name: String, entry: TensorEntry| {
-        let is_param = g.var_id(&name).and_then(|id| g.variable(id).ok()).is_some_and(|v| v.value.is_some());
-        Row { name, is_param, entry }
-    };
-    let mut out: Vec<Row> = Vec::new();
-    let mut fused = Vec::new();
-    for op in json.operations.values() {
-        for e in op.outputs.iter().flatten().flatten() {
-            if e.state == QuantizationState::Overlapped && !json.tensors.contains_key(&e.tensor) {
-                fused.push(e.clone());
-            }
-        }
-    }
-    out.extend(json.tensors.into_iter().map(|(name, entry)| row(name, entry)));
-    out.extend(fused.into_iter().map(|entry| row(entry.tensor.clone(), entry)));
-    Ok(out)
-}
-
-/// Ranges read from another tool's file: one tensor's scale(s) and zero point(s) in ONNX's
-/// convention (`x = (q − zero_point) · scale`), with what the file says of bits and signedness.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Imported {
-    pub name: String,
-    pub scale: Vec<f32>,
-    pub zero_point: Vec<f32>,
-    /// Bit width, when the file gives one.
-    pub bits: Option<u32>,
-    /// Whether `zero_point` is on a signed grid (int8) or an unsigned one (uint8, and QNN's
-    /// codes); `None`: on the model's own. Applying shifts it by `2^(bits-1)` to the config's grid.
-    pub signed: Option<bool>,
-}
-
-/// Ranges of a file given as `(min, max)` per tensor (ORT's cache): fitted to a config's own
-/// grid when applied.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ImportedValue {
-    Grid(Imported),
-    Range { name: String, min: f32, max: f32 },
-}
-
-impl ImportedValue {
-    pub fn name(&self) -> &str {
-        match self {
-            Self::Grid(g) => &g.name,
-            Self::Range { name, .. } => name,
-        }
-    }
-}
 
 /// A format that can be read back: its name, a test of whether a file is one, and the reader.
 struct Reader {
@@ -131,27 +19,27 @@ struct Reader {
 
 /// Every readable format (one line each).
 const READERS: &[Reader] = &[
-    Reader { name: "qnn-encodings", sniff: super::qnn_encodings::sniff, read: super::qnn_encodings::read },
-    Reader { name: "ort-calib-cache", sniff: super::ort_calib_cache::sniff, read: super::ort_calib_cache::read },
-    Reader { name: "trt-calib-cache", sniff: super::trt_calib_cache::sniff, read: super::trt_calib_cache::read },
-    Reader { name: "trt-dynamic-range", sniff: super::trt_dynamic_range::sniff, read: super::trt_dynamic_range::read },
+    Reader { name: "qnn-encodings", sniff: qnn_encodings::sniff, read: qnn_encodings::read },
+    Reader { name: "ort-calib-cache", sniff: ort_calib_cache::sniff, read: ort_calib_cache::read },
+    Reader { name: "trt-calib-cache", sniff: trt_calib_cache::sniff, read: trt_calib_cache::read },
+    Reader { name: "trt-dynamic-range", sniff: trt_dynamic_range::sniff, read: trt_dynamic_range::read },
 ];
 
 /// Reads a range file of any readable format (recognised by its content); returns the format's
 /// name and the ranges.
 pub fn read_ranges(path: &Path) -> Result<(&'static str, Vec<ImportedValue>)> {
     let text =
-        std::fs::read_to_string(path).map_err(|source| ApiError::Io { path: path.display().to_string(), source })?;
+        std::fs::read_to_string(path).map_err(|source| ExportError::Io { path: path.display().to_string(), source })?;
     let Some(reader) = READERS.iter().find(|r| (r.sniff)(&text)) else {
         let names: Vec<&str> = READERS.iter().map(|r| r.name).collect();
-        return Err(ApiError::data(
+        return Err(ExportError::data(
             path,
             format!("is not a range file mppq reads (formats: {}); see docs/platforms.md", names.join(", ")),
         ));
     };
-    let values = (reader.read)(&text).map_err(|m| ApiError::data(path, format!("{} file: {m}", reader.name)))?;
+    let values = (reader.read)(&text).map_err(|m| ExportError::data(path, format!("{} file: {m}", reader.name)))?;
     if values.is_empty() {
-        return Err(ApiError::data(path, format!("{} file lists no tensor", reader.name)));
+        return Err(ExportError::data(path, format!("{} file lists no tensor", reader.name)));
     }
     Ok((reader.name, values))
 }
@@ -188,7 +76,7 @@ pub fn apply_imported(graph: &mut Graph, values: &[ImportedValue]) -> Result<Imp
             let Some(current) = mppq_ir::quant::config_at(graph, loc) else { continue };
             let mut config = current.clone();
             fit(&mut config, value)
-                .map_err(|m| ApiError::Setting(format!("imported ranges: tensor `{}`: {m}", value.name())))?;
+                .map_err(|m| ExportError::Setting(format!("imported ranges: tensor `{}`: {m}", value.name())))?;
             staged.push((loc, config));
         }
         report.applied += 1;
@@ -324,7 +212,7 @@ fn grid_of(config: &TensorQuantConfig, min: f32, max: f32) -> (f32, f32) {
 /// setting, `--import-ranges FILE`): right after calibration, so alignment and the passes after
 /// it treat imported ranges like calibrated ones. Tensors the file does not cover keep their
 /// calibration; a file whose names match no quantized tensor is an error.
-pub(crate) struct ImportRanges {
+pub struct ImportRanges {
     pub file: std::path::PathBuf,
     pub format: &'static str,
     pub values: Vec<ImportedValue>,

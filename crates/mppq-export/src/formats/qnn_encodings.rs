@@ -8,9 +8,9 @@
 //! them). Read back (`--import-ranges`): schemas 0.6.1, 1.0.0 and 2.0.0 (ONNX's
 //! `y_scale`/`y_zero_point` convention).
 
-use super::table::{Imported, ImportedValue, Row, rows};
-use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
-use crate::error::{ApiError, Result};
+use crate::error::{ExportError, Result};
+use crate::exporter::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
+use crate::ranges::{Imported, ImportedValue, Row, rows};
 use mppq_ir::Model;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -62,7 +62,7 @@ impl Exporter for QnnEncodings {
                 "quant_scheme": "post_training_tf",
             },
         });
-        let text = serde_json::to_string_pretty(&file).map_err(|e| ApiError::Setting(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&file).map_err(|e| ExportError::Setting(e.to_string()))?;
         let path = dir.join(FILE);
         write_file(&path, text.as_bytes())?;
         Ok(vec![Artifact::new("QNN encodings", path)])

@@ -1,13 +1,13 @@
 //! `trt-dynamic-range`: a JSON dynamic-range table, `{"act_quant_info": {name: amax}}`, as the
 //! seeds' TensorRT exporter writes it; a build script sets each with
-//! `ITensor::setDynamicRange(-amax, amax)`. `amax` as [`super::table::Row::amax`] defines it
+//! `ITensor::setDynamicRange(-amax, amax)`. `amax` as [`crate::ranges::Row::amax`] defines it
 //! (`s · quant_max` for a symmetric grid; PPQ wrote `s · (qmax − qmin) / 2`, half a step more
 //! for int8), for every per-tensor activation of any bit width (the low-bit TensorRT workflow
 //! reads the same table).
 
-use super::table::{ImportedValue, rows};
-use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
 use crate::error::Result;
+use crate::exporter::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
+use crate::ranges::{ImportedValue, rows};
 use mppq_ir::Model;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -37,7 +37,7 @@ impl Exporter for TrtDynamicRange {
         }
         let path = dir.join(FILE);
         let text = serde_json::to_string_pretty(&json!({"act_quant_info": table}))
-            .map_err(|e| crate::error::ApiError::Setting(e.to_string()))?;
+            .map_err(|e| crate::error::ExportError::Setting(e.to_string()))?;
         write_file(&path, text.as_bytes())?;
         Ok(vec![Artifact::new("TensorRT dynamic ranges", path)])
     }

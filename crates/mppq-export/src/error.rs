@@ -1,12 +1,8 @@
-//! Exporters from a quantized mppq IR: [`qdq`] writes a float ONNX model with
-//! QuantizeLinear/DequantizeLinear pairs (what ONNX Runtime runs), [`quant_json`] writes and
-//! reads back every tensor's quantization parameters as JSON.
+//! The error type of exports and imports: every variant names the operation, tensor, file or
+//! option concerned, and what would fix it.
 
-pub mod qdq;
-pub mod quant_json;
-
-use crate::OnnxError;
 use mppq_ir::IrError;
+use mppq_onnx::OnnxError;
 
 pub type Result<T, E = ExportError> = std::result::Result<T, E>;
 
@@ -33,4 +29,25 @@ pub enum ExportError {
     Onnx(#[from] OnnxError),
     #[error(transparent)]
     Ir(#[from] IrError),
+    /// A setting, option or exporter choice that cannot be honoured.
+    #[error("setting: {0}")]
+    Setting(String),
+    /// A file that cannot be read or written.
+    #[error("`{path}`: {source}")]
+    Io { path: String, source: std::io::Error },
+    /// A user's file (a range table) that does not hold what it should.
+    #[error("`{file}`: {message}")]
+    Data { file: String, message: String },
+}
+
+impl ExportError {
+    pub(crate) fn data(file: impl AsRef<std::path::Path>, message: impl Into<String>) -> Self {
+        ExportError::Data { file: file.as_ref().display().to_string(), message: message.into() }
+    }
+}
+
+impl From<mppq_ir::registry::RegistryError> for ExportError {
+    fn from(e: mppq_ir::registry::RegistryError) -> Self {
+        ExportError::Setting(e.to_string())
+    }
 }

@@ -2,7 +2,7 @@
 //! quantized tensor's parameters, written after calibration and applied back to a float graph
 //! (`--quant-config`) without recalibrating. The schema is documented in `docs/export.md`.
 
-use super::{ExportError, Result};
+use crate::error::{ExportError, Result};
 use indexmap::IndexMap;
 use mppq_ir::quant::{
     ConfigLocation, ConfigSide, ObserverKind, OperationQuantConfig, QuantizationPolicy, QuantizationState,

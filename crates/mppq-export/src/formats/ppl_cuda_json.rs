@@ -8,9 +8,9 @@
 //! `hash` and `dominator` were Python object hashes grouping tensors that share parameters; each
 //! row here is already one such group, so both are the row's index.
 
-use super::table::rows;
-use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
-use crate::error::{ApiError, Result};
+use crate::error::{ExportError, Result};
+use crate::exporter::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
+use crate::ranges::rows;
 use mppq_ir::Model;
 use mppq_ir::quant::TargetPrecision;
 use serde_json::{Value, json};
@@ -34,7 +34,7 @@ impl Exporter for PplCudaJson {
     fn export(&self, model: &Model, options: &ExportOptions, dir: &Path) -> Result<Vec<Artifact>> {
         self.check_options(options)?;
         let path = dir.join(FILE);
-        let text = serde_json::to_string_pretty(&ppl_json(model)?).map_err(|e| ApiError::Setting(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&ppl_json(model)?).map_err(|e| ExportError::Setting(e.to_string()))?;
         write_file(&path, text.as_bytes())?;
         Ok(vec![Artifact::new("OpenPPL quantization parameters", path)])
     }

@@ -2,13 +2,13 @@
 //! `IInt8Calibrator`'s `readCalibrationCache` hands to the builder for implicit quantization
 //! (TensorRT ≤ 10.x): a header line `TRT-<version>-EntropyCalibration2`, then one line per
 //! activation, `name: <hex>`, the big-endian hex of the float32 scale (`amax / 127`; see
-//! [`super::table::Row::amax`]: the scale itself for our symmetric int8 grids). Only
+//! [`crate::ranges::Row::amax`]: the scale itself for our symmetric int8 grids). Only
 //! per-tensor 8-bit activations are listed; weights TensorRT quantizes itself. Option
 //! `version` (default 8601) is the number in the header; TensorRT warns when it differs from its own.
 
-use super::table::{ImportedValue, rows};
-use super::{Artifact, ExportOptions, Exporter, parse_options, write_file};
 use crate::error::Result;
+use crate::exporter::{Artifact, ExportOptions, Exporter, parse_options, write_file};
+use crate::ranges::{ImportedValue, rows};
 use mppq_ir::Model;
 use std::fmt::Write as _;
 use std::path::Path;

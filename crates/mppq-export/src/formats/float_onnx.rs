@@ -2,8 +2,8 @@
 //! folding), as `model.float.onnx`: `quant.json` names its tensors, and the analysis compares
 //! against it. No options.
 
-use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options};
 use crate::error::Result;
+use crate::exporter::{Artifact, ExportOptions, Exporter, NoOptions, parse_options};
 use mppq_ir::Model;
 use std::path::Path;
 

@@ -2,18 +2,23 @@
 //! `quant.json` (schema in `docs/export.md`), which `--quant-config` applies back to the float
 //! model without recalibrating. No options.
 
-use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options};
+mod schema;
+
 use crate::error::Result;
+use crate::exporter::{Artifact, ExportOptions, Exporter, NoOptions, parse_options};
 use mppq_ir::Model;
-use mppq_onnx::export::quant_json::write_quant_json;
+pub use schema::{
+    FORMAT, OpEntry, QuantJson, SlotRef, TensorEntry, apply_quant_json, read_quant_json, to_quant_json,
+    write_quant_json,
+};
 use std::path::Path;
 
-pub struct QuantJson;
+pub struct QuantJsonExporter;
 
 /// The file name the `quant-json` exporter writes.
 pub const FILE: &str = "quant.json";
 
-impl Exporter for QuantJson {
+impl Exporter for QuantJsonExporter {
     fn name(&self) -> &str {
         "quant-json"
     }

@@ -10,9 +10,9 @@
 //! says `MinMax`: call `quantize_static` with `calibrate_method=CalibrationMethod.MinMax`.
 //! Read back by `--import-ranges` as `(min, max)` ranges.
 
-use super::table::{ImportedValue, rows};
-use super::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
 use crate::error::Result;
+use crate::exporter::{Artifact, ExportOptions, Exporter, NoOptions, parse_options, write_file};
+use crate::ranges::{ImportedValue, rows};
 use mppq_ir::Model;
 use serde_json::{Value, json};
 use std::path::Path;

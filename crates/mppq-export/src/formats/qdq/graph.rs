@@ -13,7 +13,7 @@
 //!   initializer with zero point 0 and `axis` 0;
 //! - `Overlapped`, `Fp32` and `Soi` configs export nothing.
 
-use super::{ExportError, Result};
+use crate::error::{ExportError, Result};
 use mppq_ir::quant::{QuantizationState, RoundingPolicy, TensorQuantConfig};
 use mppq_ir::{Attribute, DataType, Graph, Model, OpId, Operation, TensorData, VarId, Variable};
 use std::collections::HashSet;
@@ -51,7 +51,7 @@ impl Default for QdqOptions {
 impl QdqOptions {
     /// `min_opset` must be an opset this build writes (opset 99 used to be written as 99).
     fn check(&self) -> Result<()> {
-        if (QDQ_MIN_OPSET..=crate::MAX_OPSET).contains(&self.min_opset) {
+        if (QDQ_MIN_OPSET..=mppq_onnx::MAX_OPSET).contains(&self.min_opset) {
             return Ok(());
         }
         Err(ExportError::BadOption {
@@ -59,7 +59,7 @@ impl QdqOptions {
             message: format!(
                 "{} is not an opset Q/DQ can be written at; use {QDQ_MIN_OPSET} (QuantizeLinear's first) to {} (the newest this build knows)",
                 self.min_opset,
-                crate::MAX_OPSET
+                mppq_onnx::MAX_OPSET
             ),
         })
     }
@@ -362,7 +362,7 @@ fn raise_opset(model: &mut Model, to: i64, why: &str) -> Result<()> {
         return Ok(());
     }
     check_raise(&model.graph, from, to, why)?;
-    crate::opset::upgrade_model(model, to)?;
+    mppq_onnx::upgrade_model(model, to)?;
     Ok(())
 }
 
@@ -413,7 +413,7 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
         ir = ir.max(f.ir);
     }
     raise_opset(&mut out, opset, why)?;
-    out.ir_version = out.ir_version.max(ir).min(crate::MAX_IR_VERSION);
+    out.ir_version = out.ir_version.max(ir).min(mppq_onnx::MAX_IR_VERSION);
     export_graph(&mut out.graph, options, opset, &HashSet::new())?;
     Ok(out)
 }

@@ -36,7 +36,7 @@
 //! let (registry, device) = (mppq_exec::OpRegistry::builtin(), mppq_exec::Device::cpu());
 //! let mut progress = NoProgress;
 //! let mut ctx = PassContext::new(&mut graph, &registry, &device, &|_| 17, &batches, &mut progress);
-//! for report in run_pipeline(&mut ctx, &mut Pipeline::full(&PipelineSetting::default(), dispatch, quantizer)?)? {
+//! for report in run_pipeline(&mut ctx, &mut Pipeline::full(&PipelineSetting::default(), dispatch, quantizer, Default::default())?)? {
 //!     println!("{report}");
 //! }
 //! # Ok(()) }
@@ -67,7 +67,7 @@ pub use runtime::compare::{
 pub use runtime::guard::{Guard, GuardOptions, GuardOutcome};
 pub use runtime::params::{OpParams, ParamView, op_params, write_param};
 pub use runtime::pass::{Pass, PassContext, PassReport};
-pub use runtime::pipeline::{Pipeline, run_pipeline};
+pub use runtime::pipeline::{Pipeline, StagePasses, run_pipeline};
 pub use runtime::progress::{NoProgress, ProgressSink, RecordingProgress, TerminalProgress};
 pub use runtime::statistics::{GraphMode, StatRequest, StatValue, Statistic, Statistics, collect_statistics};
 pub use setting::{

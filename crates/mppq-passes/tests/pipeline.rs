@@ -84,7 +84,8 @@ fn quantize(model_path: &Path, batches: &Batches, quantizer: Arc<dyn Quantizer>,
     let mut ctx = PassContext::new(&mut graph, &registry, &device, &opsets, batches, &mut progress);
     let dctx = DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types());
     let dispatch = Dispatch { dispatcher: "conservative".into(), context: dctx };
-    let reports = run_pipeline(&mut ctx, &mut Pipeline::full(setting, dispatch, quantizer).unwrap()).unwrap();
+    let reports =
+        run_pipeline(&mut ctx, &mut Pipeline::full(setting, dispatch, quantizer, Default::default()).unwrap()).unwrap();
     for (_, op) in graph.operations() {
         for c in op.quant_config.iter().flat_map(|c| c.input_configs.iter().chain(&c.output_configs)).flatten() {
             use QuantizationState::*;

@@ -14,7 +14,7 @@ pub const QUANTIZATION_OPSET: i64 = 13;
 pub const PER_TENSOR_QDQ_OPSET: i64 = 10;
 
 /// A model that cannot reach [`QUANTIZATION_OPSET`]: it is quantized at `at` (10–12), where
-/// Q/DQ exists per tensor only, so every weight gets one scale ([`PerTensorBelowOpset13`]).
+/// Q/DQ exists per tensor only, so every weight gets one scale (`mppq_passes::configuration::per_tensor_below_opset13`).
 #[derive(Clone, Debug)]
 pub struct OpsetCap {
     pub at: i64,
@@ -63,30 +63,4 @@ pub fn upgrade_for_quantization(model: &mut Model) -> crate::Result<OpsetPlan> {
     }
     let upgrade = if at > from { Some(mppq_onnx::upgrade_model(model, at)?) } else { None };
     Ok(OpsetPlan { upgrade, cap: Some(OpsetCap { at, blockers: blocking }) })
-}
-
-/// Makes every weight (and bias) config per-tensor, right after the quantizer configured the
-/// operations, on a model held below opset 13 ([`OpsetCap`]).
-pub(crate) struct PerTensorBelowOpset13 {
-    pub cap: OpsetCap,
-}
-
-impl mppq_passes::Pass for PerTensorBelowOpset13 {
-    fn name(&self) -> &'static str {
-        "per_tensor_below_opset_13"
-    }
-
-    fn run(&mut self, ctx: &mut mppq_passes::PassContext<'_>) -> mppq_passes::Result<mppq_passes::PassReport> {
-        let mut changed = 0;
-        let ids: Vec<_> = ctx.graph.operations().map(|(id, _)| id).collect();
-        for id in ids {
-            let Some(qc) = ctx.graph.operation_mut(id).ok().and_then(|op| op.quant_config.as_mut()) else { continue };
-            changed += qc.configs_mut().map(|c| usize::from(c.make_per_tensor())).sum::<usize>();
-        }
-        Ok(mppq_passes::PassReport::new(
-            self.name(),
-            changed,
-            format!("{changed} per-channel configs made per-tensor: {}", self.cap),
-        ))
-    }
 }

@@ -14,17 +14,25 @@
 //! values it reads), at most [`ITERATIONS_PER_RUN`] iterations per run of the loop, spread over
 //! all of them.
 //!
+//! A body is quantized through a callback ([`QuantizeBody`]): the run that quantizes the model
+//! hands in its own quantization of one model, so a body goes through the same pipeline, with
+//! what the run resolved once (quantizer, operators, exporters), and nested control flow one level
+//! down the same way.
+//!
 //! Memory: the captured values of every batch are held until the branches are quantized (about
 //! one activation set per batch per If, and per recorded iteration per loop).
 
 use crate::data::calib::CalibrationSet;
 use crate::error::{ApiError, Result};
-use crate::quantize::ModelQuantizer;
-use mppq_exec::Value;
+use mppq_exec::{Device, Executor, Value};
 use mppq_ir::{Attribute, Graph, Model, TensorData};
 use mppq_passes::{PassReport, ProgressSink};
 use std::cell::RefCell;
 use std::collections::HashMap;
+
+/// Quantizes one body turned into a model of its own, on its calibration set; returns its
+/// quantized graph.
+pub(crate) type QuantizeBody<'a> = dyn FnMut(Model, &CalibrationSet, &mut dyn ProgressSink) -> Result<Graph> + 'a;
 
 /// Loop iterations recorded per run of a loop (spread evenly over the run when it has more).
 pub const ITERATIONS_PER_RUN: usize = 16;
@@ -37,10 +45,14 @@ pub(crate) struct IfCapture {
     batches: Vec<(bool, Vec<(String, TensorData)>)>,
 }
 
-/// Runs the float model once per calibration batch up to the inputs of all its If operations
-/// (nothing when it has none).
-pub(crate) fn capture_if_inputs(q: &ModelQuantizer, calib: &CalibrationSet) -> Result<Vec<IfCapture>> {
-    let graph = &q.model.graph;
+/// Runs the float model (`executor` builds it, only when needed) once per calibration batch up
+/// to the inputs of all the If operations of `graph` (nothing when it has none).
+pub(crate) fn capture_if_inputs(
+    graph: &Graph,
+    executor: impl FnOnce() -> Result<Executor>,
+    device: &Device,
+    calib: &CalibrationSet,
+) -> Result<Vec<IfCapture>> {
     let (mut captures, mut conditions) = (Vec::new(), Vec::new());
     for (_, op) in graph.operations() {
         if op.op_type != "If" || !op.in_default_domain() {
@@ -69,10 +81,10 @@ pub(crate) fn capture_if_inputs(q: &ModelQuantizer, calib: &CalibrationSet) -> R
             wanted.push(name.clone());
         }
     }
-    let exec = q.executor()?;
+    let exec = executor()?;
     for i in 0..calib.len() {
         let values: std::collections::HashMap<String, Value> =
-            exec.run_until(calib.feeds(i, q.device())?, &wanted, &mut [])?.into_iter().collect();
+            exec.run_until(calib.feeds(i, device)?, &wanted, &mut [])?.into_iter().collect();
         for (capture, cond) in captures.iter_mut().zip(&conditions) {
             // As the If kernel reads the condition: the first element, non-zero = then.
             let cond = values.get(cond).and_then(Value::as_tensor).map(|t| t.to_f64_vec()).unwrap_or_default();
@@ -96,34 +108,36 @@ fn value_data(value: &Value, op: &str, name: &str) -> Result<TensorData> {
     Ok(tensor.to_data()?)
 }
 
-/// Quantizes every branch of the captured If operations of `q`'s model that a calibration batch
-/// takes, and puts it back. Returns one report line per If.
+/// Quantizes every branch of the captured If operations of `model` that a calibration batch
+/// takes (with `quantize`), and puts it back. Returns one report line per If.
 pub(crate) fn quantize_if_branches(
-    q: &mut ModelQuantizer,
+    model: &mut Model,
     captures: Vec<IfCapture>,
+    quantize: &mut QuantizeBody<'_>,
     progress: &mut dyn ProgressSink,
 ) -> Result<Vec<PassReport>> {
     let mut reports = Vec::new();
     for capture in captures {
         let started = std::time::Instant::now();
-        let Some(id) = q.model.graph.op_id(&capture.op) else { continue };
+        let Some(id) = model.graph.op_id(&capture.op) else { continue };
         let mut lines = Vec::new();
         let mut changed = 0;
         for (attr, when) in [("then_branch", true), ("else_branch", false)] {
             let batches: Vec<Vec<(String, TensorData)>> =
                 capture.batches.iter().filter(|(taken, _)| *taken == when).map(|(_, b)| b.clone()).collect();
-            let Some(Attribute::Graph(body)) = q.model.graph.operation(id)?.attr(attr) else { continue };
+            let Some(Attribute::Graph(body)) = model.graph.operation(id)?.attr(attr) else { continue };
             if batches.is_empty() {
                 lines.push(format!("{attr} taken by no calibration batch: float"));
                 continue;
             }
             let body = (**body).clone();
             let label = format!("If `{}` {attr}", capture.op);
-            let (quantized, count) = quantize_body(q, body, &capture.op, &label, &capture.captured, batches, progress)?;
+            let (quantized, count) =
+                quantize_body(model, body, &capture.op, &label, &capture.captured, batches, quantize, progress)?;
             let (n, total) = count;
             lines.push(format!("{attr} {n} of {total} operations quantized"));
             changed += n;
-            put_back(&mut q.model.graph, id, attr, quantized)?;
+            put_back(&mut model.graph, id, attr, quantized)?;
         }
         let mut report = PassReport::new("control_flow", changed, format!("If `{}`: {}", capture.op, lines.join("; ")));
         report.seconds = started.elapsed().as_secs_f64();
@@ -136,18 +150,20 @@ pub(crate) fn quantize_if_branches(
 /// A captured value the enclosing graph already quantizes is quantized again inside on the
 /// branch's own grid (a second rounding; reusing the outer grid would need the branch's passive
 /// bias scales recomputed).
+#[allow(clippy::too_many_arguments)]
 fn quantize_body(
-    q: &ModelQuantizer,
+    outer_model: &Model,
     mut body: Graph,
     op: &str,
     label: &str,
     fed: &[String],
     batches: Vec<Vec<(String, TensorData)>>,
+    quantize: &mut QuantizeBody<'_>,
     progress: &mut dyn ProgressSink,
 ) -> Result<(Graph, (usize, usize))> {
     // Captured constants (weights of the enclosing graph) come in as constants, so the branch's
     // passes see weights and can compute what is derived from them; the rest become inputs.
-    let outer = &q.model.graph;
+    let outer = &outer_model.graph;
     let (mut promoted, mut copied) = (Vec::new(), Vec::new());
     for name in body.captured_names() {
         let var = body.ensure_variable(&name);
@@ -164,15 +180,9 @@ fn quantize_body(
     let wanted: Vec<&String> = fed.iter().filter(|n| body.var_id(n).is_some_and(|v| body.is_graph_input(v))).collect();
     let batches: Vec<Vec<(String, TensorData)>> =
         batches.into_iter().map(|b| b.into_iter().filter(|(n, _)| wanted.contains(&n)).collect()).collect();
-    let model = Model { graph: body, ..sub_model(&q.model) };
+    let model = Model { graph: body, ..sub_model(outer_model) };
     let calib = CalibrationSet::from_batches(&model, label, batches);
-    let mut setting = q.setting.clone();
-    // The budget and the analysis belong to the whole model.
-    setting.budget = Default::default();
-    let plan = crate::model::upgrade::OpsetPlan { upgrade: None, cap: q.opset_cap.clone() };
-    let mut sub = ModelQuantizer::at_opset(q.platform.clone(), model, setting, plan)?;
-    sub.quantize(&calib, progress)?;
-    let mut graph = std::mem::take(&mut sub.model.graph);
+    let mut graph = quantize(model, &calib, progress)?;
     for var in promoted {
         graph.remove_graph_input(var)?;
     }
@@ -266,12 +276,18 @@ impl Drop for BodyRecorder<'_> {
     }
 }
 
-/// Runs the float model over the calibration data recording the iterations of its top-level
-/// Loop and Scan operations (nothing, and no run, when it has none).
-pub(crate) fn capture_loop_iterations(q: &ModelQuantizer, calib: &CalibrationSet) -> Result<Vec<LoopCapture>> {
+/// Runs the float model (`executor` builds it, only when needed) over the calibration data
+/// recording the iterations of the top-level Loop and Scan operations of `graph` (nothing, and no
+/// run, when it has none).
+pub(crate) fn capture_loop_iterations(
+    graph: &Graph,
+    executor: impl FnOnce() -> Result<Executor>,
+    device: &Device,
+    calib: &CalibrationSet,
+) -> Result<Vec<LoopCapture>> {
     let mut recorder = LoopRecorder::default();
     let mut captures = Vec::new();
-    for (_, op) in q.model.graph.operations() {
+    for (_, op) in graph.operations() {
         if !matches!(op.op_type.as_str(), "Loop" | "Scan") || !op.in_default_domain() {
             continue;
         }
@@ -288,9 +304,9 @@ pub(crate) fn capture_loop_iterations(q: &ModelQuantizer, calib: &CalibrationSet
     if captures.is_empty() {
         return Ok(captures);
     }
-    let exec = q.executor()?;
+    let exec = executor()?;
     for i in 0..calib.len() {
-        exec.run(calib.feeds(i, q.device())?, &mut [&mut recorder])?;
+        exec.run(calib.feeds(i, device)?, &mut [&mut recorder])?;
         let mut runs = recorder.runs.borrow_mut();
         for capture in &mut captures {
             for iteration in runs.remove(&capture.op).unwrap_or_default() {
@@ -305,26 +321,28 @@ pub(crate) fn capture_loop_iterations(q: &ModelQuantizer, calib: &CalibrationSet
     Ok(captures)
 }
 
-/// Quantizes the body of every captured loop that ran at least once, and puts it back.
+/// Quantizes the body of every captured loop of `model` that ran at least once (with
+/// `quantize`), and puts it back.
 pub(crate) fn quantize_loop_bodies(
-    q: &mut ModelQuantizer,
+    model: &mut Model,
     captures: Vec<LoopCapture>,
+    quantize: &mut QuantizeBody<'_>,
     progress: &mut dyn ProgressSink,
 ) -> Result<Vec<PassReport>> {
     let mut reports = Vec::new();
     for capture in captures {
         let started = std::time::Instant::now();
-        let Some(id) = q.model.graph.op_id(&capture.op) else { continue };
+        let Some(id) = model.graph.op_id(&capture.op) else { continue };
         let label = format!("{} `{}` body", capture.op_type, capture.op);
-        let Some(Attribute::Graph(body)) = q.model.graph.operation(id)?.attr("body") else { continue };
+        let Some(Attribute::Graph(body)) = model.graph.operation(id)?.attr("body") else { continue };
         let (summary, changed) = if capture.iterations.is_empty() {
             (format!("{label}: no iteration ran on the calibration data: float"), 0)
         } else {
             let iterations = capture.iterations.len();
             let body = (**body).clone();
             let (quantized, (n, total)) =
-                quantize_body(q, body, &capture.op, &label, &capture.fed, capture.iterations, progress)?;
-            put_back(&mut q.model.graph, id, "body", quantized)?;
+                quantize_body(model, body, &capture.op, &label, &capture.fed, capture.iterations, quantize, progress)?;
+            put_back(&mut model.graph, id, "body", quantized)?;
             (format!("{label}: {n} of {total} operations quantized ({iterations} iterations recorded)"), n)
         };
         let mut report = PassReport::new("control_flow", changed, summary);

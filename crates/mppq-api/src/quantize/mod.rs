@@ -26,8 +26,11 @@ use admission::{check_ignore_patterns, check_not_quantized, check_weights};
 use jobs::analysis_progress;
 use mppq_dispatch::{Dispatch, DispatchContext, dispatcher_by_name};
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Value};
+use mppq_export::ranges::ImportedValue;
+use mppq_export::{ExportPreflight, ImportRanges};
 use mppq_ir::Model;
-use mppq_passes::{PassContext, PassReport, Pipeline, ProgressSink, run_pipeline};
+use mppq_passes::configuration::per_tensor_below_opset13::PerTensorBelowOpset13;
+use mppq_passes::{PassContext, PassReport, Pipeline, ProgressSink, StagePasses, run_pipeline};
 use mppq_quant::quantizer::Quantizer;
 use setting::QuantizeSetting;
 use std::path::Path;
@@ -57,7 +60,7 @@ pub struct ModelQuantizer {
     /// Set when the model cannot reach opset 13: it is quantized below, per tensor.
     pub opset_cap: Option<crate::model::upgrade::OpsetCap>,
     /// The ranges of `setting.import_ranges`, read up front.
-    imported: Option<(&'static str, Vec<mppq_export::ranges::ImportedValue>)>,
+    imported: Option<(&'static str, Vec<ImportedValue>)>,
 }
 
 /// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
@@ -74,20 +77,11 @@ pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<Mod
 impl ModelQuantizer {
     /// Loads `model` for quantization on `platform`: converts it to opset 13 when it is older
     /// ([`crate::model::upgrade`]), checks the setting.
+    /// Everything the platform and the setting decide is resolved here, once (quantizer, operators,
+    /// device, exporters, imported ranges, process-wide limits); If/Loop bodies reuse it.
     pub fn new(platform: Arc<dyn Platform>, mut model: Model, setting: QuantizeSetting) -> Result<Self> {
         check_ignore_patterns(&model.graph, &setting.ignore)?;
         let plan = crate::model::upgrade::upgrade_for_quantization(&mut model)?;
-        Self::at_opset(platform, model, setting, plan)
-    }
-
-    /// [`Self::new`] for a model already at the opset it is quantized at (`plan` says how it got
-    /// there): the branches of an If are quantized at their model's opset.
-    pub(crate) fn at_opset(
-        platform: Arc<dyn Platform>,
-        mut model: Model,
-        setting: QuantizeSetting,
-        plan: crate::model::upgrade::OpsetPlan,
-    ) -> Result<Self> {
         if let Some(mib) = setting.max_tensor_mib {
             mppq_exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
         }
@@ -167,47 +161,23 @@ impl ModelQuantizer {
 
     /// Quantizes the model with the one pass pipeline ([`Pipeline::full`]): graph fusion,
     /// dispatch, initial configs, then the passes, calibration included, over `calib` (read one
-    /// batch at a time).
+    /// batch at a time); then the bodies of its If/Loop/Scan operations the same way, and the
+    /// accuracy budget when one is set.
     pub fn quantize(&mut self, calib: &CalibrationSet, progress: &mut dyn ProgressSink) -> Result<()> {
-        // The passes borrow the graph mutably, so they read the opsets from a copy.
-        let imports = self.model.opset_imports.clone();
-        let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
-        let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
-        let context = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
-            .with_ignored(ignored_scope(&self.setting.ignore));
-        let dispatch = mppq_passes::Dispatch { dispatcher, context };
-        let mut pipeline = self.setting.pipeline.clone();
-        // An observer the user named is not second-guessed by the range search.
-        if self.setting.quantizer.observer.is_some() || pipeline.calibration.observer.is_some() {
-            pipeline.range_search.enabled = pipeline.range_search.enabled.or(Some(false));
-        }
-        let mut passes = Pipeline::full(&pipeline, dispatch, self.quantizer.clone())?;
-        // What the exporters will refuse is refused once the configs exist, before calibration.
-        if let Some(at) = passes.iter().position(|p| p.name() == "init_quantization") {
-            let preflight = mppq_export::ExportPreflight { exporters: self.exporters.clone() };
-            passes.insert(at + 1, Box::new(preflight));
-            if let Some(cap) = &self.opset_cap {
-                passes.insert(at + 1, Box::new(crate::model::upgrade::PerTensorBelowOpset13 { cap: cap.clone() }));
-            }
-        }
-        if let (Some((format, values)), Some(file)) = (&self.imported, &self.setting.import_ranges)
-            && let Some(at) = passes.iter().position(|p| p.name() == "runtime_calibration")
-        {
-            let import = mppq_export::ImportRanges { file: file.clone(), format, values: values.clone() };
-            passes.insert(at + 1, Box::new(import));
-        }
-        let if_inputs = crate::quantize::control_flow::capture_if_inputs(self, calib)?;
-        let loop_iterations = crate::quantize::control_flow::capture_loop_iterations(self, calib)?;
-        let mut ctx = PassContext::new(&mut self.model.graph, &self.registry, &self.device, &opset, calib, progress);
-        ctx.guard = self.setting.pipeline.guard_options();
-        self.reports = run_pipeline(&mut ctx, &mut passes)?;
-        self.dispatch = ctx.dispatch.take();
-        self.float_reference = ctx.float_reference.take();
-        drop(ctx);
-        let branches = crate::quantize::control_flow::quantize_if_branches(self, if_inputs, progress)?;
-        self.reports.extend(branches);
-        let bodies = crate::quantize::control_flow::quantize_loop_bodies(self, loop_iterations, progress)?;
-        self.reports.extend(bodies);
+        let run = GraphRun {
+            setting: &self.setting,
+            quantizer: &self.quantizer,
+            dispatcher: self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string()),
+            registry: &self.registry,
+            device: &self.device,
+            exporters: &self.exporters,
+            imported: self.imported.as_ref(),
+            opset_cap: self.opset_cap.as_ref(),
+        };
+        let outcome = run.quantize(&mut self.model, calib, progress)?;
+        self.reports = outcome.reports;
+        self.dispatch = outcome.dispatch;
+        self.float_reference = outcome.float_reference;
         if self.setting.budget.is_set() {
             self.budget = Some(self.apply_budget(calib, progress)?);
         }
@@ -292,4 +262,75 @@ pub fn quantize_onnx_model(model_path: &Path, calib_dir: &Path, setting: Quantiz
 /// `pipeline.calibration.steps` batches at most).
 pub fn open_calibration(q: &ModelQuantizer, path: &Path, progress: &mut dyn ProgressSink) -> Result<CalibrationSet> {
     CalibrationSet::open(&q.model, path, &q.setting.data, q.setting.pipeline.calibration.steps, progress)
+}
+
+/// One quantization of one model — the whole model, or an If/Loop body turned into a model of its
+/// own — with what its [`ModelQuantizer`] resolved once.
+struct GraphRun<'a> {
+    setting: &'a QuantizeSetting,
+    quantizer: &'a Arc<dyn Quantizer>,
+    dispatcher: String,
+    registry: &'a OpRegistry,
+    device: &'a Device,
+    exporters: &'a [(Arc<dyn Exporter>, ExportOptions)],
+    imported: Option<&'a (&'static str, Vec<ImportedValue>)>,
+    opset_cap: Option<&'a crate::model::upgrade::OpsetCap>,
+}
+
+/// What [`GraphRun::quantize`] leaves besides the quantized graph.
+struct Outcome {
+    reports: Vec<PassReport>,
+    dispatch: Option<Dispatch>,
+    float_reference: Option<mppq_ir::Graph>,
+}
+
+impl GraphRun<'_> {
+    /// The passes this run adds at the pipeline's named stages.
+    fn stage_passes(&self) -> StagePasses {
+        let mut stages = StagePasses::default();
+        if let Some(cap) = self.opset_cap {
+            stages.after_configs.push(Box::new(PerTensorBelowOpset13 { reason: cap.to_string() }));
+        }
+        // What the exporters will refuse is refused once the configs exist, before calibration.
+        stages.after_configs.push(Box::new(ExportPreflight { exporters: self.exporters.to_vec() }));
+        if let (Some((format, values)), Some(file)) = (self.imported, &self.setting.import_ranges) {
+            let import = ImportRanges { file: file.clone(), format, values: values.clone() };
+            stages.after_calibration.push(Box::new(import));
+        }
+        stages
+    }
+
+    /// The pipeline on `model`, then the bodies of its control flow through this same function.
+    fn quantize(&self, model: &mut Model, calib: &CalibrationSet, progress: &mut dyn ProgressSink) -> Result<Outcome> {
+        // The passes borrow the graph mutably, so they read the opsets from a copy.
+        let imports = model.opset_imports.clone();
+        let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
+        let context = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
+            .with_ignored(ignored_scope(&self.setting.ignore));
+        let dispatch = mppq_passes::Dispatch { dispatcher: self.dispatcher.clone(), context };
+        let mut pipeline = self.setting.pipeline.clone();
+        // An observer the user named is not second-guessed by the range search.
+        if self.setting.quantizer.observer.is_some() || pipeline.calibration.observer.is_some() {
+            pipeline.range_search.enabled = pipeline.range_search.enabled.or(Some(false));
+        }
+        let mut passes = Pipeline::full(&pipeline, dispatch, self.quantizer.clone(), self.stage_passes())?;
+        let float_executor = || Ok(Executor::new(&model.graph, self.registry, self.device, &opset)?);
+        let if_inputs = control_flow::capture_if_inputs(&model.graph, float_executor, self.device, calib)?;
+        let float_executor = || Ok(Executor::new(&model.graph, self.registry, self.device, &opset)?);
+        let loop_iterations = control_flow::capture_loop_iterations(&model.graph, float_executor, self.device, calib)?;
+        let mut ctx = PassContext::new(&mut model.graph, self.registry, self.device, &opset, calib, progress);
+        ctx.guard = self.setting.pipeline.guard_options();
+        let mut reports = run_pipeline(&mut ctx, &mut passes)?;
+        let (dispatch, float_reference) = (ctx.dispatch.take(), ctx.float_reference.take());
+        drop(ctx);
+        let mut quantize_body = |mut body: Model, calib: &CalibrationSet, progress: &mut dyn ProgressSink| {
+            // Configs, reports and the quantization JSON name operations: each needs its own name.
+            body.graph.name_operations();
+            self.quantize(&mut body, calib, progress)?;
+            Ok(body.graph)
+        };
+        reports.extend(control_flow::quantize_if_branches(model, if_inputs, &mut quantize_body, progress)?);
+        reports.extend(control_flow::quantize_loop_bodies(model, loop_iterations, &mut quantize_body, progress)?);
+        Ok(Outcome { reports, dispatch, float_reference })
+    }
 }

@@ -115,9 +115,7 @@ fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
     };
     let symmetric_int8 = |slot: usize| -> Result<&TensorQuantConfig> {
         let Some(c) = effective_input(graph, id, slot) else {
-            return Err(
-                refuse(slot, "ncnn quantizes this input; it has no config (use --platform ncnn-int8)".into())
-            );
+            return Err(refuse(slot, "ncnn quantizes this input; it has no config (use --platform ncnn-int8)".into()));
         };
         if c.num_of_bits != 8 || c.exponent_bits != 0 || !c.policy.is_symmetric() || c.quant_min < -128 {
             return Err(refuse(
@@ -143,7 +141,9 @@ fn layer(graph: &Graph, id: OpId, calibrated: bool) -> Result<Layer> {
     if weight.policy.is_per_channel() && per_output > 1 {
         return Err(refuse(
             1,
-            format!("a grouped convolution with {per_output} outputs per group: ncnn keeps one weight scale per group; quantize this weight per tensor (the ncnn-int8 platform does)"),
+            format!(
+                "a grouped convolution with {per_output} outputs per group: ncnn keeps one weight scale per group; quantize this weight per tensor (the ncnn-int8 platform does)"
+            ),
         ));
     }
     let weight_scales: Vec<f32> = match weight.scale.as_slice() {

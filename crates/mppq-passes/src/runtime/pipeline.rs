@@ -36,27 +36,49 @@ use std::time::Instant;
 /// Builds pass lists from settings: the one list of the quantization run, in one place.
 pub struct Pipeline;
 
+/// Passes a caller (the API, a user's crate) adds to the run at named stages of
+/// [`Pipeline::full`]: the pipeline places them, nobody splices a list by pass name.
+#[derive(Default)]
+pub struct StagePasses {
+    /// Right after the quantizer gave every operation its initial configs (`init_quantization`),
+    /// before anything reads them: config edits a target needs (per-tensor weights below opset
+    /// 13) and checks of what a later step will refuse (the export preflight), so that a model is
+    /// refused before calibration, not after it.
+    pub after_configs: Vec<Box<dyn Pass>>,
+    /// Right after the activations are calibrated (`runtime_calibration`, in the guard's
+    /// calibration chain), before alignment and everything that reads calibrated values:
+    /// values that replace calibrated ones (ranges imported from another tool).
+    pub after_calibration: Vec<Box<dyn Pass>>,
+}
+
 impl Pipeline {
     /// The whole run, front to back: fold_constants → fold_batchnorm → dispatch → init_quantization →
     /// edge_layers (when `edge_weight_bits` is set) → quant_fusion → redundant_quant_simplify →
     /// parameter_quantize → runtime_calibration → quant_alignment → passive_parameter_quantize
     /// (after alignment: biases use the aligned input scales) → parameter_baking. Structural passes come before dispatch, which decides per final
-    /// operation. A step switched off in `setting` is left out.
+    /// operation. A step switched off in `setting` is left out; `stages` are placed at their
+    /// named stage ([`StagePasses`]).
     pub fn full(
         setting: &PipelineSetting,
         dispatch: Dispatch,
         quantizer: Arc<dyn Quantizer>,
+        stages: StagePasses,
     ) -> Result<Vec<Box<dyn Pass>>> {
-        Self::build(setting, Some((dispatch, quantizer)))
+        Self::build(setting, Some((dispatch, quantizer)), stages)
     }
 
     /// The run for a graph whose operations were already dispatched and configured: the list
     /// of [`Self::full`] without `dispatch` and `init_quantization`.
     pub fn from_setting(setting: &PipelineSetting) -> Result<Vec<Box<dyn Pass>>> {
-        Self::build(setting, None)
+        Self::build(setting, None, StagePasses::default())
     }
 
-    fn build(setting: &PipelineSetting, front: Option<(Dispatch, Arc<dyn Quantizer>)>) -> Result<Vec<Box<dyn Pass>>> {
+    fn build(
+        setting: &PipelineSetting,
+        front: Option<(Dispatch, Arc<dyn Quantizer>)>,
+        stages: StagePasses,
+    ) -> Result<Vec<Box<dyn Pass>>> {
+        let StagePasses { after_configs, after_calibration } = stages;
         setting.validate()?;
         let mut passes: Vec<Box<dyn Pass>> = Vec::new();
         if setting.fusion.constant_fold {
@@ -68,6 +90,7 @@ impl Pipeline {
         if let Some((dispatch, quantizer)) = front {
             passes.push(Box::new(dispatch));
             passes.push(Box::new(InitQuantization { quantizer }));
+            passes.extend(after_configs);
             if let Some(weight_bits) = setting.edge_weight_bits {
                 passes.push(Box::new(EdgeLayers { weight_bits }));
             }
@@ -108,6 +131,7 @@ impl Pipeline {
             observer: calibration.observer,
             prefetch_histograms,
         }));
+        passes.extend(after_calibration);
         if setting.runs("mixed_range_concat", setting.mixed_range_concat.enabled) {
             passes.push(Box::new(MixedRangeConcat { setting: setting.mixed_range_concat.clone() }));
         }
@@ -309,6 +333,38 @@ fn run_transforms(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pass that only has a name, to see where a stage puts it.
+    struct Marker(&'static str);
+
+    impl Pass for Marker {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn run(&mut self, _: &mut PassContext<'_>) -> Result<PassReport> {
+            Ok(PassReport::new(self.0, 0, ""))
+        }
+    }
+
+    #[test]
+    fn stage_passes_sit_at_their_stages() {
+        let quantizer: Arc<dyn Quantizer> = mppq_quant::quantizer::quantizer_by_name("default").unwrap().into();
+        let context =
+            mppq_dispatch::DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types());
+        let dispatch = Dispatch { dispatcher: "conservative".into(), context };
+        let stages = StagePasses {
+            after_configs: vec![Box::new(Marker("first")), Box::new(Marker("second"))],
+            after_calibration: vec![Box::new(Marker("third"))],
+        };
+        let setting = PipelineSetting { edge_weight_bits: Some(8), ..PipelineSetting::default() };
+        let passes = Pipeline::full(&setting, dispatch, quantizer, stages).unwrap();
+        let names: Vec<&str> = passes.iter().map(|p| p.name()).collect();
+        let at = |name: &str| names.iter().position(|n| *n == name).unwrap();
+        assert_eq!(at("first"), at("init_quantization") + 1, "{names:?}");
+        assert_eq!(at("second"), at("first") + 1, "{names:?}");
+        assert_eq!(at("edge_layers"), at("second") + 1, "{names:?}");
+        assert_eq!(at("third"), at("runtime_calibration") + 1, "{names:?}");
+    }
 
     fn names(setting: &PipelineSetting) -> Vec<&'static str> {
         Pipeline::from_setting(setting).unwrap().iter().map(|p| p.name()).collect()

@@ -276,3 +276,22 @@ fn ppl_cuda_json_lists_every_8_bit_tensor() {
     }
     assert!(json["op_info"].as_object().unwrap().values().all(|v| v["data_type"] == "INT8"));
 }
+
+/// `mppq dispatch` shows what `mppq quantize` decides: the platform's quantizer and dispatcher,
+/// after the same fusions (BatchNormalization folded into its Conv), with `--ignore` checked.
+#[test]
+fn dispatch_preview_is_the_dispatch_quantize_decides() {
+    for (model, platform) in [("tiny_mobilenet", "default"), ("tiny_cnn", "trt-int8"), ("detect_branch", "ncnn-int8")] {
+        let setting = QuantizeSetting { platform: platform.into(), ..Default::default() };
+        let mut q = mppq_api::load_quantizer(&testdata().join(format!("{model}.onnx")), setting).unwrap();
+        let preview = q.preview_dispatch().unwrap().to_string();
+        let calib = testdata().join(format!("{model}_calib"));
+        let calib = mppq_api::quantize::open_calibration(&q, &calib, &mut mppq_api::passes::NoProgress).unwrap();
+        q.quantize(&calib, &mut mppq_api::passes::NoProgress).unwrap();
+        assert_eq!(preview, q.dispatch.unwrap().to_string(), "{model} on {platform}");
+        assert!(!preview.contains("BatchNormalization"), "{preview}");
+    }
+    let setting = QuantizeSetting { ignore: vec!["conv9".into()], ..Default::default() };
+    let err = mppq_api::load_quantizer(&testdata().join("tiny_cnn.onnx"), setting).err().unwrap().to_string();
+    assert!(err.contains("ignore `conv9` matches no operation"), "{err}");
+}

@@ -52,9 +52,3 @@ pub use simulation::fake_quant::{
 pub use simulation::{FakeQuantizer, IdentityFakeQuant, QuantSimulation, SimulationMemo};
 pub use tensor::Tensor;
 pub use value::Value;
-
-// Old module paths, kept so code written against them still compiles.
-#[doc(hidden)]
-pub use simulation::fake_quant;
-#[doc(hidden)]
-pub use simulation::integer as integer_sim;

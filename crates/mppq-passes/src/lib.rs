@@ -68,7 +68,7 @@ pub use runtime::guard::{Guard, GuardOptions, GuardOutcome};
 pub use runtime::params::{OpParams, ParamView, op_params, write_param};
 pub use runtime::pass::{Pass, PassContext, PassReport};
 pub use runtime::pipeline::{Pipeline, StagePasses, run_pipeline};
-pub use runtime::progress::{NoProgress, ProgressSink, RecordingProgress, TerminalProgress};
+pub use runtime::progress::{NoProgress, ProgressSink, RecordingProgress};
 pub use runtime::statistics::{GraphMode, StatRequest, StatValue, Statistic, Statistics, collect_statistics};
 pub use setting::{
     AlignmentSetting, CalibrationKnobs, FusionSetting, GuardSetting, MAX_OPTIMIZE, PASS_LEVELS, PipelineSetting,

@@ -184,6 +184,23 @@ impl ModelQuantizer {
         Ok(())
     }
 
+    /// The dispatch [`Self::quantize`] will decide, without quantizing: the same structural
+    /// passes and dispatcher on a copy of the model (`mppq dispatch`). The bodies of If/Loop
+    /// operations are dispatched when they are quantized and are not shown.
+    pub fn preview_dispatch(&self) -> Result<Dispatch> {
+        let mut graph = self.model.graph.clone();
+        let imports = self.model.opset_imports.clone();
+        let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
+        let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
+        let dispatch = dispatch_step(self.quantizer.as_ref(), dispatcher, &self.setting.ignore);
+        let mut passes = Pipeline::until_dispatch(&self.setting.pipeline, dispatch)?;
+        let none: Vec<mppq_quant::Feeds> = Vec::new();
+        let mut progress = mppq_passes::NoProgress;
+        let mut ctx = PassContext::new(&mut graph, &self.registry, &self.device, &opset, &none, &mut progress);
+        run_pipeline(&mut ctx, &mut passes)?;
+        ctx.dispatch.take().ok_or_else(|| ApiError::Setting("the pipeline decided no dispatch".into()))
+    }
+
     /// The accuracy budget of the setting (see [`crate::quantize::budget`]), on the calibration batches
     /// the analysis uses.
     fn apply_budget(
@@ -305,9 +322,7 @@ impl GraphRun<'_> {
         // The passes borrow the graph mutably, so they read the opsets from a copy.
         let imports = model.opset_imports.clone();
         let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
-        let context = DispatchContext::new(self.quantizer.target_precision(), self.quantizer.quant_operation_types())
-            .with_ignored(ignored_scope(&self.setting.ignore));
-        let dispatch = mppq_passes::Dispatch { dispatcher: self.dispatcher.clone(), context };
+        let dispatch = dispatch_step(self.quantizer.as_ref(), self.dispatcher.clone(), &self.setting.ignore);
         let mut pipeline = self.setting.pipeline.clone();
         // An observer the user named is not second-guessed by the range search.
         if self.setting.quantizer.observer.is_some() || pipeline.calibration.observer.is_some() {
@@ -333,4 +348,12 @@ impl GraphRun<'_> {
         reports.extend(control_flow::quantize_loop_bodies(model, loop_iterations, &mut quantize_body, progress)?);
         Ok(Outcome { reports, dispatch, float_reference })
     }
+}
+
+/// The pipeline's dispatch step: `dispatcher` deciding over the operation types `quantizer`
+/// quantizes, with the setting's ignored scope.
+fn dispatch_step(quantizer: &dyn Quantizer, dispatcher: String, ignore: &[String]) -> mppq_passes::Dispatch {
+    let context = DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types())
+        .with_ignored(ignored_scope(ignore));
+    mppq_passes::Dispatch { dispatcher, context }
 }

@@ -73,13 +73,18 @@ impl Pipeline {
         Self::build(setting, None, StagePasses::default())
     }
 
-    fn build(
-        setting: &PipelineSetting,
-        front: Option<(Dispatch, Arc<dyn Quantizer>)>,
-        stages: StagePasses,
-    ) -> Result<Vec<Box<dyn Pass>>> {
-        let StagePasses { after_configs, after_calibration } = stages;
+    /// The front of [`Self::full`] up to and including its `dispatch` step (the structural
+    /// passes, then the dispatch): what `mppq dispatch` runs to show the precisions `quantize`
+    /// will use.
+    pub fn until_dispatch(setting: &PipelineSetting, dispatch: Dispatch) -> Result<Vec<Box<dyn Pass>>> {
         setting.validate()?;
+        let mut passes = Self::structural(setting);
+        passes.push(Box::new(dispatch));
+        Ok(passes)
+    }
+
+    /// The structural passes that come before dispatch, which decides per final operation.
+    fn structural(setting: &PipelineSetting) -> Vec<Box<dyn Pass>> {
         let mut passes: Vec<Box<dyn Pass>> = Vec::new();
         if setting.fusion.constant_fold {
             passes.push(Box::new(FoldConstants));
@@ -87,6 +92,17 @@ impl Pipeline {
         if setting.fusion.bn_fold {
             passes.push(Box::new(FoldBatchNorm));
         }
+        passes
+    }
+
+    fn build(
+        setting: &PipelineSetting,
+        front: Option<(Dispatch, Arc<dyn Quantizer>)>,
+        stages: StagePasses,
+    ) -> Result<Vec<Box<dyn Pass>>> {
+        let StagePasses { after_configs, after_calibration } = stages;
+        setting.validate()?;
+        let mut passes = Self::structural(setting);
         if let Some((dispatch, quantizer)) = front {
             passes.push(Box::new(dispatch));
             passes.push(Box::new(InitQuantization { quantizer }));

@@ -1,8 +1,5 @@
-//! Progress reporting for long passes: a small sink trait, a no-op sink, and a terminal
-//! progress bar (indicatif) that draws nothing when stderr is not a terminal.
-
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+//! Progress reporting for long passes: a small sink trait, a no-op sink and a recording one
+//! (tests). Drawing is the front end's business: the `mppq` program draws a terminal bar.
 
 /// Receives progress of one task at a time: `begin`, any number of `advance`, `finish`.
 pub trait ProgressSink {
@@ -23,58 +20,6 @@ impl ProgressSink for NoProgress {
     fn finish(&mut self) {}
 }
 
-/// A progress bar on stderr; hidden (draws nothing) when stderr is not a terminal, so logs
-/// and CI output stay clean.
-#[derive(Debug, Default)]
-pub struct TerminalProgress {
-    bar: Option<ProgressBar>,
-    task: String,
-}
-
-impl TerminalProgress {
-    pub fn new() -> Self {
-        Self { bar: None, task: String::new() }
-    }
-
-    /// Whether bars are drawn (stderr is a terminal).
-    pub fn draws(&self) -> bool {
-        std::io::stderr().is_terminal()
-    }
-}
-
-impl ProgressSink for TerminalProgress {
-    fn begin(&mut self, task: &str, total: u64) {
-        self.finish();
-        let target = if self.draws() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        let bar = ProgressBar::with_draw_target(Some(total), target);
-        // The template is a constant; if indicatif ever rejects it, fall back to its default.
-        if let Ok(style) = ProgressStyle::with_template("{msg:32} [{bar:30}] {pos}/{len} {elapsed}") {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        bar.set_message(task.to_string());
-        self.bar = Some(bar);
-        self.task = task.to_string();
-    }
-
-    fn note(&mut self, text: &str) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(format!("{} · {text}", self.task));
-        }
-    }
-
-    fn advance(&mut self, n: u64) {
-        if let Some(bar) = &self.bar {
-            bar.inc(n);
-        }
-    }
-
-    fn finish(&mut self) {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-        }
-    }
-}
-
 /// Records every event (for tests of progress reporting).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecordingProgress {
@@ -90,24 +35,5 @@ impl ProgressSink for RecordingProgress {
     }
     fn finish(&mut self) {
         self.events.push("finish".into());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn terminal_progress_survives_any_call_order() {
-        let mut p = TerminalProgress::new();
-        p.advance(3);
-        p.finish();
-        p.begin("task", 4);
-        p.advance(2);
-        assert_eq!(p.bar.as_ref().map(|b| b.position()), Some(2));
-        p.begin("next", 1);
-        assert_eq!(p.bar.as_ref().map(|b| b.position()), Some(0));
-        p.finish();
-        assert!(p.bar.is_none());
     }
 }

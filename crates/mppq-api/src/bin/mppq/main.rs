@@ -1,5 +1,7 @@
 //! The `mppq` command-line program: a thin clap layer over the `mppq_api` library.
 
+mod progress;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -23,12 +25,19 @@ enum Command {
     /// Show which precision every operation would run in, and which rule decided it.
     Dispatch {
         model: PathBuf,
-        /// allin, conservative, aggressive, pointwise, perseus (or a registered one).
-        #[arg(long, default_value = "conservative")]
-        dispatcher: String,
+        /// Target platform (`mppq platforms`): its quantizer and dispatcher, as `quantize` uses them.
+        #[arg(long)]
+        platform: Option<String>,
+        /// allin, conservative, aggressive, pointwise, perseus (or a registered one); the
+        /// platform's own when left out.
+        #[arg(long)]
+        dispatcher: Option<String>,
         /// Operation types or name globs (e.g. `Softmax`, `blocks.0.*`) forced to FP32.
         #[arg(long)]
         ignore: Vec<String>,
+        /// A setting file (TOML or JSON) as `quantize` takes it; the flags above override it.
+        #[arg(long)]
+        setting: Option<PathBuf>,
     },
     /// Run a model on inputs from an .npz (keys = input names) or .npy file, or on every such
     /// file of a directory; write each output as `OUT_DIR/<output name>.npy` (`OUT_DIR/<file>/...` for a
@@ -324,7 +333,7 @@ impl QuantArgs {
     }
 
     fn progress(&self) -> Box<dyn mppq_passes::ProgressSink> {
-        if self.quiet { Box::new(mppq_passes::NoProgress) } else { Box::new(mppq_passes::TerminalProgress::new()) }
+        if self.quiet { Box::new(mppq_passes::NoProgress) } else { Box::new(progress::TerminalProgress::new()) }
     }
 }
 
@@ -365,16 +374,17 @@ fn run(cli: Cli) -> Result<()> {
                 print!("{info}");
             }
         }
-        Command::Dispatch { model, dispatcher, ignore } => {
-            use mppq_quant::quantizer::Quantizer;
-            let loaded = mppq_api::platform::parser::parse_model(&model, None)?;
-            let quantizer = mppq_quant::quantizer::OnnxRuntimeQuantizer::default();
-            let scope = mppq_api::quantize::ignored_scope(&ignore);
-            let ctx =
-                mppq_dispatch::DispatchContext::new(quantizer.target_precision(), quantizer.quant_operation_types())
-                    .with_ignored(scope);
-            let decisions = mppq_dispatch::dispatcher_by_name(&dispatcher)?.dispatch(&loaded.graph, &ctx)?;
-            print!("{decisions}");
+        Command::Dispatch { model, platform, dispatcher, ignore, setting } => {
+            // The dispatch `quantize` decides: same platform, setting, admission and fusions.
+            let mut setting = match &setting {
+                Some(path) => mppq_api::QuantizeSetting::from_file(path)?,
+                None => mppq_api::QuantizeSetting::default(),
+            };
+            setting.platform = platform.unwrap_or(setting.platform);
+            setting.dispatcher = dispatcher.or(setting.dispatcher);
+            setting.ignore.extend(ignore);
+            let quantizer = mppq_api::load_quantizer(&model, setting)?;
+            print!("{}", quantizer.preview_dispatch()?);
         }
         Command::Run { model, input, output, device, quant_config, max_tensor_mib } => {
             if let Some(mib) = max_tensor_mib {

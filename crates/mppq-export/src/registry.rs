@@ -1,13 +1,9 @@
-//! The exporter registry: the built-in exporters (one file each in [`crate::formats`]) and
+//! The exporter registry: the built-in exporters ([`crate::formats::builtin`]) and
 //! those users register, looked up by name; [`resolve_exporters`] picks and checks a run's
 //! exporters before any work, [`export_all`] runs them.
 
 use crate::error::{ExportError, Result};
 use crate::exporter::{Artifact, ExportOptions, Exporter};
-use crate::formats::{
-    float_onnx, ncnn_table, ort_calib_cache, ppl_cuda_json, qdq, qnn_encodings, quant_json, trt_calib_cache,
-    trt_dynamic_range,
-};
 use mppq_ir::Model;
 use mppq_ir::registry::Registry;
 use std::collections::BTreeMap;
@@ -17,23 +13,8 @@ use std::sync::Arc;
 /// The exporters a platform runs unless told otherwise.
 pub const DEFAULT_EXPORTERS: [&str; 3] = ["qdq", "quant-json", "float-onnx"];
 
-/// Every built-in exporter.
-fn builtin() -> Vec<(String, Arc<dyn Exporter>)> {
-    let all: Vec<Arc<dyn Exporter>> = vec![
-        Arc::new(qdq::Qdq),
-        Arc::new(quant_json::QuantJsonExporter),
-        Arc::new(float_onnx::FloatOnnx),
-        Arc::new(ort_calib_cache::OrtCalibCache),
-        Arc::new(trt_calib_cache::TrtCalibCache),
-        Arc::new(trt_dynamic_range::TrtDynamicRange),
-        Arc::new(qnn_encodings::QnnEncodings),
-        Arc::new(ncnn_table::NcnnTable),
-        Arc::new(ppl_cuda_json::PplCudaJson),
-    ];
-    all.into_iter().map(|e| (e.name().to_string(), e)).collect()
-}
-
-static EXPORTERS: Registry<dyn Exporter> = Registry::new("exporter", builtin);
+static EXPORTERS: Registry<dyn Exporter> =
+    Registry::new("exporter", || crate::formats::builtin().into_iter().map(|e| (e.name().to_string(), e)).collect());
 
 /// Registers an exporter; a name already taken is an error.
 pub fn register_exporter(exporter: Arc<dyn Exporter>) -> Result<()> {

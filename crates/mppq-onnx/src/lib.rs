@@ -22,12 +22,5 @@ pub mod value_type;
 pub use caffe::load_caffe;
 pub use error::{OnnxError, Result};
 pub use load::{decode_tensor_file, load_model, load_model_from_bytes};
-pub use opset::upgrade_model;
+pub use opset::{MAX_IR_VERSION, MAX_OPSET, upgrade_model};
 pub use save::{ExternalData, SaveOptions, model_to_bytes, save_model};
-
-/// Highest IR version this crate writes (ONNX Runtime 1.31 loads IR ≤ 13), and the newest it
-/// knows (ONNX 1.21).
-pub const MAX_IR_VERSION: i64 = 13;
-
-/// Newest default-domain opset this crate knows (ONNX 1.21).
-pub const MAX_OPSET: i64 = 26;

@@ -6,6 +6,13 @@
 use mppq_ir::Model;
 use mppq_ir::morph::{OpsetUpgrade, upgrade_opset};
 
+/// Highest IR version this crate writes (ONNX Runtime 1.31 loads IR ≤ 13), and the newest it
+/// knows (ONNX 1.21).
+pub const MAX_IR_VERSION: i64 = 13;
+
+/// Newest default-domain opset this crate knows (ONNX 1.21).
+pub const MAX_OPSET: i64 = 26;
+
 /// The lowest IR version ONNX allows with default-domain opset `opset` (ONNX's
 /// `VERSION_TABLE`: opset 9 came with IR 4, 10 with 5, 11 with 6, 12–14 with 7, 15–18 with 8,
 /// 19–20 with 9, 21 with 10).
@@ -24,7 +31,7 @@ pub fn min_ir_version(opset: i64) -> i64 {
 
 /// Converts `model` to default-domain opset `to` (nothing when it is already there or newer):
 /// rewrites the graph, sets the opset import and raises the IR version as the opset needs
-/// (capped at [`crate::MAX_IR_VERSION`]). Refuses, leaving the model untouched, when an
+/// (capped at [`MAX_IR_VERSION`]). Refuses, leaving the model untouched, when an
 /// operation cannot be converted ([`mppq_ir::IrError::OpsetBlocked`]).
 pub fn upgrade_model(model: &mut Model, to: i64) -> mppq_ir::Result<OpsetUpgrade> {
     let from = model.opset("").unwrap_or(1);
@@ -34,7 +41,7 @@ pub fn upgrade_model(model: &mut Model, to: i64) -> mppq_ir::Result<OpsetUpgrade
     let upgrade = upgrade_opset(&mut model.graph, from, to)?;
     model.opset_imports.shift_remove("ai.onnx");
     model.opset_imports.insert(String::new(), to);
-    model.ir_version = model.ir_version.max(min_ir_version(to)).min(crate::MAX_IR_VERSION);
+    model.ir_version = model.ir_version.max(min_ir_version(to)).min(MAX_IR_VERSION);
     Ok(upgrade)
 }
 

@@ -1,4 +1,5 @@
-//! The formats, one file (or folder) each: the exporter that writes it, and for the range tables
+//! The formats, one file (or folder) each, listed once in [`builtin`] (adding one: its file,
+//! its `pub mod` line and its line in [`builtin`], all here): the exporter that writes it, and for the range tables
 //! the reader that brings it back ([`crate::import`]).
 //!
 //! - [`qdq`]: `model.qdq.onnx`, QuantizeLinear/DequantizeLinear around every quantized tensor;
@@ -18,3 +19,21 @@ pub mod qnn_encodings;
 pub mod quant_json;
 pub mod trt_calib_cache;
 pub mod trt_dynamic_range;
+
+use crate::exporter::Exporter;
+use std::sync::Arc;
+
+/// Every built-in exporter, in the order `mppq exporters` lists them.
+pub fn builtin() -> Vec<Arc<dyn Exporter>> {
+    vec![
+        Arc::new(qdq::Qdq),
+        Arc::new(quant_json::QuantJsonExporter),
+        Arc::new(float_onnx::FloatOnnx),
+        Arc::new(ort_calib_cache::OrtCalibCache),
+        Arc::new(trt_calib_cache::TrtCalibCache),
+        Arc::new(trt_dynamic_range::TrtDynamicRange),
+        Arc::new(qnn_encodings::QnnEncodings),
+        Arc::new(ncnn_table::NcnnTable),
+        Arc::new(ppl_cuda_json::PplCudaJson),
+    ]
+}

@@ -7,7 +7,7 @@ use crate::error::{ExportError, Result};
 use crate::formats::{ort_calib_cache, qnn_encodings, trt_calib_cache, trt_dynamic_range};
 use crate::ranges::ImportedValue;
 use mppq_ir::Graph;
-use mppq_ir::quant::{ConfigSide, QuantizationState, TensorQuantConfig, config_at_mut};
+use mppq_ir::quant::{QuantizationState, TensorQuantConfig, config_at_mut};
 use std::path::Path;
 
 /// A format that can be read back: its name, a test of whether a file is one, and the reader.
@@ -97,19 +97,7 @@ pub fn apply_imported(graph: &mut Graph, values: &[ImportedValue]) -> Result<Imp
 /// e.g. a MaxPool's output takes its input's), active and not fused into an activation.
 fn active_locations(graph: &Graph, var: mppq_ir::VarId) -> Vec<mppq_ir::quant::ConfigLocation> {
     use mppq_ir::quant::ConfigLocation;
-    let mut slots = Vec::new();
-    if let Some(producer) = graph.producer(var)
-        && let Ok(op) = graph.operation(producer)
-    {
-        let outputs = op.outputs().iter().enumerate().filter(|(_, v)| **v == Some(var));
-        slots.extend(outputs.map(|(index, _)| ConfigLocation { op: producer, side: ConfigSide::Output, index }));
-    }
-    for reader in graph.consumers(var) {
-        if let Ok(op) = graph.operation(*reader) {
-            let inputs = op.inputs().iter().enumerate().filter(|(_, v)| **v == Some(var));
-            slots.extend(inputs.map(|(index, _)| ConfigLocation { op: *reader, side: ConfigSide::Input, index }));
-        }
-    }
+    let slots = mppq_ir::quant::tensor_slots(graph, var);
     let mut out: Vec<ConfigLocation> = Vec::new();
     for loc in slots {
         let usable = |loc| {

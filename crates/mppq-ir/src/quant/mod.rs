@@ -4,6 +4,7 @@
 //! fake-quant) lives in higher crates; these are the types they share.
 
 mod config;
+pub mod location;
 mod observer;
 mod policy;
 mod precision;
@@ -12,6 +13,7 @@ mod state;
 mod sync;
 
 pub use config::{ConfigLocation, ConfigSide, OperationQuantConfig, TensorQuantConfig};
+pub use location::{config_slots, configured_slots, tensor_slots, variable_of};
 pub use observer::ObserverKind;
 pub use policy::{QuantizationPolicy, QuantizationProperty};
 pub use precision::TargetPrecision;

@@ -5,9 +5,9 @@
 
 use crate::error::{InPass, Result};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::{all_configs, variable_of};
 use mppq_exec::{Tensor, fake_quant_tensor};
 use mppq_ir::quant::{ConfigSide, QuantizationState, config_at, config_at_mut};
+use mppq_ir::quant::{configured_slots, variable_of};
 use mppq_ir::{DataType, TensorData};
 
 pub struct ParameterBaking;
@@ -19,7 +19,7 @@ impl Pass for ParameterBaking {
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
         let (mut baked, mut shared) = (0, 0);
-        for loc in all_configs(ctx.graph) {
+        for loc in configured_slots(ctx.graph) {
             let Some(config) = config_at(ctx.graph, loc) else { continue };
             let next = match config.state {
                 QuantizationState::Activated => QuantizationState::Baked,
@@ -55,9 +55,9 @@ impl Pass for ParameterBaking {
 mod tests {
     use super::*;
     use crate::runtime::pipeline::{Pipeline, run_pipeline};
-    use crate::runtime::slots::input;
     use crate::setting::PipelineSetting;
     use crate::test_graphs::{Harness, conv_relu_conv};
+    use mppq_ir::quant::location::input;
     use mppq_quant::quantizer::OnnxRuntimeQuantizer;
 
     #[test]

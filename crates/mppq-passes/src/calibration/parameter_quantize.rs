@@ -25,9 +25,9 @@ impl Pass for ParameterQuantize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::slots::input;
     use crate::test_graphs::{Harness, conv_relu_conv};
     use mppq_ir::quant::QuantizationState;
+    use mppq_ir::quant::location::input;
     use mppq_quant::quantizer::OnnxRuntimeQuantizer;
 
     #[test]

@@ -6,8 +6,8 @@
 
 use crate::error::{InPass, Result};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::input;
 use mppq_ir::op_roles;
+use mppq_ir::quant::location::input;
 use mppq_ir::quant::{QuantizationState, config_at_mut};
 use mppq_quant::calibrate::derive_biases;
 
@@ -52,10 +52,10 @@ mod tests {
     use super::*;
     use crate::calibration::parameter_quantize::ParameterQuantize;
     use crate::calibration::runtime_calibration::RuntimeCalibration;
-    use crate::runtime::slots::output;
     use crate::structural::redundant_quant_simplify::RedundantQuantSimplify;
     use crate::test_graphs::{Harness, conv_relu_conv};
     use mppq_ir::quant::config_at;
+    use mppq_ir::quant::location::output;
     use mppq_quant::quantizer::OnnxRuntimeQuantizer;
 
     #[test]

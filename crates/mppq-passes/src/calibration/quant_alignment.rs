@@ -10,7 +10,7 @@
 
 use crate::error::{InPass, Result};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::{input, output};
+use mppq_ir::quant::location::{input, output};
 use mppq_ir::quant::{ConfigLocation, TensorQuantConfig, config_at, config_at_mut, dominator_root, sync_dominated};
 use mppq_ir::{Graph, OpClass, Operation, op_roles};
 use mppq_quant::observer::range::params_for;

@@ -4,8 +4,8 @@
 
 use crate::error::{InPass, Result};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::{all_configs, variable_of};
 use mppq_ir::quant::{ObserverKind, QuantizationState, config_at_mut, sync_dominated};
+use mppq_ir::quant::{configured_slots, variable_of};
 use mppq_quant::calibrate::{CalibrationSetting, calibrate_activations_cached};
 
 #[derive(Default)]
@@ -26,7 +26,7 @@ impl Pass for RuntimeCalibration {
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
         if let Some(kind) = self.observer {
-            for loc in all_configs(ctx.graph) {
+            for loc in configured_slots(ctx.graph) {
                 let is_param = variable_of(ctx.graph, loc)
                     .and_then(|v| ctx.graph.variable(v).ok())
                     .is_some_and(|v| v.is_parameter());
@@ -68,10 +68,10 @@ impl Pass for RuntimeCalibration {
 mod tests {
     use super::*;
     use crate::runtime::progress::RecordingProgress;
-    use crate::runtime::slots::{input, output};
     use crate::structural::redundant_quant_simplify::RedundantQuantSimplify;
     use crate::test_graphs::{Harness, shared_input_concat_pool};
     use mppq_exec::OpRegistry;
+    use mppq_ir::quant::location::{input, output};
     use mppq_quant::quantizer::OnnxRuntimeQuantizer;
 
     #[test]

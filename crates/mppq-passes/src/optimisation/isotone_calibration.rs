@@ -7,8 +7,9 @@
 use crate::error::Result;
 use crate::runtime::guard::Guard;
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::{choose_observer, input, output};
+use crate::runtime::slots::choose_observer;
 use mppq_ir::quant::ObserverKind;
+use mppq_ir::quant::location::{input, output};
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `isotone_calibration` (settings section `isotone_calibration`).

@@ -8,8 +8,9 @@
 use crate::error::Result;
 use crate::runtime::guard::Guard;
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::{all_configs, choose_observer, variable_of};
+use crate::runtime::slots::choose_observer;
 use mppq_ir::quant::ObserverKind;
+use mppq_ir::quant::{configured_slots, variable_of};
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `range_search` (settings section `range_search`).
@@ -82,7 +83,7 @@ impl Pass for RangeSearch {
     }
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
-        let activations: Vec<_> = all_configs(ctx.graph)
+        let activations: Vec<_> = configured_slots(ctx.graph)
             .into_iter()
             .filter(|loc| {
                 variable_of(ctx.graph, *loc).and_then(|v| ctx.graph.variable(v).ok()).is_some_and(|v| !v.is_parameter())

@@ -240,7 +240,7 @@ fn range_search_tries_each_percentile_and_calibrates_with_the_one_kept() {
         let json = format!(r#"{{"optimize": 0, "range_search": {{"enabled": true, "percentiles": {percentiles}}}}}"#);
         let reports = h.pipeline(&PipelineSetting::from_json(&json).unwrap());
         let lines: Vec<String> = reports.iter().filter(|r| r.pass == "range_search").map(|r| r.to_string()).collect();
-        let scales: Vec<Vec<f32>> = crate::runtime::slots::all_configs(&h.graph)
+        let scales: Vec<Vec<f32>> = mppq_ir::quant::configured_slots(&h.graph)
             .into_iter()
             .filter_map(|loc| mppq_ir::quant::config_at(&h.graph, loc).map(|c| c.scale.clone()))
             .collect();

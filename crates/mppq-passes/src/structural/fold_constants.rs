@@ -131,8 +131,8 @@ impl Pass for FoldConstants {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::slots::input;
     use crate::test_graphs::{Harness, conv_relu_conv};
+    use mppq_ir::quant::location::input;
     use mppq_ir::{Attribute, Operation};
     use mppq_quant::quantizer::OnnxRuntimeQuantizer;
 

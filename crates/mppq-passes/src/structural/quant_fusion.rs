@@ -6,7 +6,7 @@
 
 use crate::error::{InPass, Result};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::{input, output};
+use mppq_ir::quant::location::{input, output};
 use mppq_ir::quant::{QuantizationState, config_at, config_at_mut};
 use mppq_ir::{OpClass, op_roles};
 

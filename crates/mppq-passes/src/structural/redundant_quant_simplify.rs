@@ -7,7 +7,8 @@
 
 use crate::error::{PassError, Result};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
-use crate::runtime::slots::{input, output, quantizes};
+use crate::runtime::slots::quantizes;
+use mppq_ir::quant::location::{input, output};
 use mppq_ir::quant::{ConfigLocation, QuantizationState, config_at, config_at_mut};
 use mppq_ir::{Graph, VarId};
 

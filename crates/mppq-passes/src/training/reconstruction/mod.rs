@@ -30,9 +30,10 @@ mod steps;
 mod tensors;
 
 pub use blocks::{Block, find_blocks, trainable_ops};
+use mppq_ir::quant::{config_slots, variable_of};
 use rounding::RoundedWeight;
 use steps::step_data;
-use tensors::{config_sites, config_var, tensor_configs};
+use tensors::tensor_configs;
 
 use crate::error::{InPass, PassError, Result};
 use crate::runtime::block::BlockRunner;
@@ -410,7 +411,7 @@ fn train_block(
             leaves.push((vec![loc], LearnableScale::new(config.scale.clone(), &ad)));
         }
     }
-    let sites = config_sites(&graph);
+    let sites = config_slots(&graph);
     if learned.activation_scale {
         // One leaf per activation tensor: every active config on it (the producer's output, the
         // readers' inputs, inside and outside the block) quantizes it with the same parameters,
@@ -419,7 +420,7 @@ fn train_block(
         let mut seen: Vec<VarId> = Vec::new();
         for &loc in &sites {
             let Some(c) = config_at(&graph, loc) else { continue };
-            let Some(var) = config_var(&graph, loc) else { continue };
+            let Some(var) = variable_of(&graph, loc) else { continue };
             let is_param = graph.variable(var).is_ok_and(|v| v.value.is_some());
             if seen.contains(&var)
                 || is_param
@@ -576,7 +577,7 @@ fn train_block(
         .iter()
         .filter_map(|(locs, leaf)| {
             let first = *locs.first()?;
-            let var = config_var(&graph, first)?;
+            let var = variable_of(&graph, first)?;
             let config = config_at(&graph, first)?.clone();
             let learnt = Learnt { scale: leaf.values(), offset: leaf.offsets(&config) };
             Some((locs.as_slice(), graph.var_name(var).to_string(), config, learnt))

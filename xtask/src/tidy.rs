@@ -1,8 +1,8 @@
 //! Repository rules, checked as plain tests: every module opens with a `//!` line, the crate
 //! stack is respected (a crate depends only on crates to its left), internal dependencies carry
 //! versions (so the crates can be published), manifests declare the dependencies the code really
-//! has (test-only ones as dev-dependencies), and no test expects a panic (errors are asserted as
-//! values).
+//! has (test-only ones as dev-dependencies), no test expects a panic (errors are asserted as
+//! values), and passes name no operator type the role table knows (they ask the table).
 
 use crate::proto::workspace_root;
 use std::path::{Path, PathBuf};
@@ -150,6 +150,98 @@ fn manifests_declare_the_dependencies_the_code_has() {
         for dep in section_deps(&manifest, "dependencies") {
             if !mentions(&code, &dep) {
                 problems.push(format!("{krate}: `{dep}` is a dependency, but only tests or docs use it (or nothing)"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Operator types a pass may still name, per file, and why: each is knowledge of that operator's
+/// own semantics (its attributes, an operator the pass builds, a user setting's default), not a
+/// class of operators, which the role table (`mppq_ir::roles`) holds.
+const OP_TYPES_NAMED_IN_PASSES: &[(&str, &[&str], &str)] = &[
+    ("calibration/mixed_range_concat.rs", &["Concat"], "the pass decides about Concats themselves"),
+    (
+        "calibration/quant_alignment.rs",
+        &["Add", "Concat"],
+        "the runtimes' alignment rules are per operator (shared scales of Concat, Add's inputs)",
+    ),
+    (
+        "optimisation/equalization.rs",
+        &[
+            "Relu",
+            "Clip",
+            "MaxPool",
+            "AveragePool",
+            "GlobalMaxPool",
+            "GlobalAveragePool",
+            "Identity",
+            "Flatten",
+            "Conv",
+            "Gemm",
+        ],
+        "which operators commute with a positive per-channel scale is their arithmetic, not a role; \
+         high-bias absorption reads Conv's padding attributes",
+    ),
+    ("optimisation/isotone_calibration.rs", &["Softmax"], "the pass calibrates Softmax outputs"),
+    (
+        "optimisation/smooth_quant.rs",
+        &["LayerNormalization", "Mul"],
+        "it folds the smoothing scale into a LayerNormalization's or a Mul's constant, or inserts a Mul",
+    ),
+    ("setting.rs", &["Relu", "Clip"], "the default of the user's `fusion.activations` list"),
+    ("structural/quant_fusion.rs", &["Relu", "Clip"], "the default of the user's `fusion.activations` list"),
+];
+
+/// The string literals of `code` outside comments and `#[cfg(test)]` modules (the tail of a file).
+fn string_literals(code: &str) -> Vec<String> {
+    let product = code.split("#[cfg(test)]").next().unwrap_or_default();
+    let mut out = Vec::new();
+    for line in product.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let mut parts = line.split('"');
+        parts.next();
+        while let (Some(inside), Some(_)) = (parts.next(), parts.next()) {
+            out.push(inside.to_string());
+        }
+    }
+    out
+}
+
+/// Passes ask the role table what an operator is (`op_roles(op).is(OpClass::WeightedLinear)`,
+/// its weight, bias and channel axes) instead of listing operator types: adding an operator to
+/// the table then teaches every pass. The exceptions are listed above, each with its reason.
+#[test]
+fn passes_ask_the_role_table_instead_of_naming_operator_types() {
+    let known = mppq_api::ir::roles::table_op_types();
+    let src = workspace_root().join("crates/mppq-passes/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    let mut used: Vec<(String, String)> = Vec::new();
+    for path in files {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name == "tests.rs" || name.ends_with("_tests.rs") || name == "test_graphs.rs" {
+            continue;
+        }
+        let relative = path.strip_prefix(&src).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+        let allowed = OP_TYPES_NAMED_IN_PASSES.iter().find(|(file, ..)| *file == relative).map(|(_, t, _)| *t);
+        let code = std::fs::read_to_string(&path).unwrap_or_default();
+        for literal in string_literals(&code) {
+            if !known.contains(&literal.as_str()) {
+                continue;
+            }
+            if allowed.is_some_and(|a| a.contains(&literal.as_str())) {
+                used.push((relative.clone(), literal));
+            } else {
+                problems.push(format!("{relative}: names operator type `{literal}` (ask mppq_ir::op_roles instead)"));
+            }
+        }
+    }
+    // An exception nobody needs any more goes, so the list stays the truth.
+    for (file, types, _) in OP_TYPES_NAMED_IN_PASSES {
+        for t in *types {
+            if !used.iter().any(|(f, u)| f == file && u == t) {
+                problems.push(format!("{file}: `{t}` is allowed but no longer named: remove the exception"));
             }
         }
     }

@@ -17,6 +17,8 @@ pub enum ChannelAxis {
     At(usize),
     /// The last axis (MatMul's `B`, `[K, N]` or batched `[…, K, N]`).
     Last,
+    /// The axis before the last (MatMul's `B` holds its input channels there: `K` of `[…, K, N]`).
+    BeforeLast,
 }
 
 impl ChannelAxis {
@@ -26,6 +28,7 @@ impl ChannelAxis {
         match self {
             Self::At(axis) => (axis < rank).then_some(axis),
             Self::Last => (rank >= 2).then(|| rank - 1),
+            Self::BeforeLast => (rank >= 2).then(|| rank - 2),
         }
     }
 }
@@ -81,6 +84,16 @@ pub enum OpClass {
     ShapeSource,
     /// Reads only the metadata of its input (Shape, Size): tracing a shape back stops here.
     MetadataReader,
+    /// A linear map of its first input by one weight, plus an optional bias: `y = W·x (+ b)`
+    /// over the weight's input channels (Conv, ConvTranspose, Gemm, MatMul). What passes that
+    /// rescale channels across a weight (equalization, SmoothQuant), correct a bias or train a
+    /// weight look for; its axes are [`OpRoles::output_channel_axis`],
+    /// [`OpRoles::input_channel_axis`] and [`OpRoles::activation_channel_axis`].
+    WeightedLinear,
+    /// A [`OpClass::WeightedLinear`] operator over spatial positions (Conv, ConvTranspose): its
+    /// weight has kernel dimensions and its activations hold channels on axis 1 with spatial
+    /// axes after them.
+    Convolution,
 }
 
 /// The roles of one operation's slots and its classes (see [`op_roles`]).
@@ -93,6 +106,18 @@ pub struct OpRoles {
     /// Output slots that hold shapes or indices (only for [`OpClass::ShapeSource`] operators;
     /// empty = all of them).
     index_outputs: Vec<usize>,
+    /// For [`OpClass::WeightedLinear`] operators: the weight axis of the input channels, and the
+    /// output activation's axis of the output channels.
+    linear_axes: Option<LinearAxes>,
+}
+
+/// The axes of a [`OpClass::WeightedLinear`] operator besides its weight's output channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LinearAxes {
+    /// The weight axis the input channels run along.
+    weight_input: ChannelAxis,
+    /// The output activation axis that holds the output channels.
+    activation: ChannelAxis,
 }
 
 impl OpRoles {
@@ -124,6 +149,25 @@ impl OpRoles {
         })
     }
 
+    /// The axis of the weight (of `rank` dimensions) that holds the output channels; `None`
+    /// without a weight slot or when the weight has too few dimensions.
+    pub fn output_channel_axis(&self, rank: usize) -> Option<usize> {
+        self.weight().and_then(|(_, axis, _)| axis.resolve(rank))
+    }
+
+    /// The axis of a [`OpClass::WeightedLinear`] operator's weight (of `rank` dimensions) that its
+    /// input channels run along: Conv 1, ConvTranspose 0, Gemm 0 (1 with `transB`), MatMul the
+    /// one before the last.
+    pub fn input_channel_axis(&self, rank: usize) -> Option<usize> {
+        self.linear_axes?.weight_input.resolve(rank)
+    }
+
+    /// The axis of a [`OpClass::WeightedLinear`] operator's output activation that holds its
+    /// output channels: 1 for Conv, ConvTranspose and Gemm, the last for MatMul.
+    pub fn activation_channel_axis(&self) -> Option<ChannelAxis> {
+        Some(self.linear_axes?.activation)
+    }
+
     /// The bias slot.
     pub fn bias(&self) -> Option<usize> {
         self.inputs.iter().position(|r| *r == InputRole::Bias)
@@ -145,7 +189,7 @@ impl OpRoles {
     }
 }
 
-use ChannelAxis::{At, Last};
+use ChannelAxis::{At, BeforeLast, Last};
 use InputRole::{Bias as B, Data as D, Parameter as P, ShapeOrIndex as S};
 use OpClass::*;
 
@@ -162,15 +206,16 @@ struct Row {
     rest: InputRole,
     classes: &'static [OpClass],
     index_outputs: &'static [usize],
+    linear_axes: Option<LinearAxes>,
 }
 
 const fn row(types: &'static [&'static str], inputs: &'static [InputRole], classes: &'static [OpClass]) -> Row {
-    Row { domain: "", types, inputs, rest: S, classes, index_outputs: &[] }
+    Row { domain: "", types, inputs, rest: S, classes, index_outputs: &[], linear_axes: None }
 }
 
 /// Every input is data (element-wise and variadic operators).
 const fn variadic(types: &'static [&'static str], classes: &'static [OpClass]) -> Row {
-    Row { domain: "", types, inputs: &[], rest: D, classes, index_outputs: &[] }
+    Row { domain: "", types, inputs: &[], rest: D, classes, index_outputs: &[], linear_axes: None }
 }
 
 const fn in_domain(domain: &'static str, r: Row) -> Row {
@@ -181,15 +226,25 @@ const fn index_outputs(outputs: &'static [usize], r: Row) -> Row {
     Row { index_outputs: outputs, ..r }
 }
 
+/// A [`OpClass::WeightedLinear`] row: its weight's input-channel axis and its output
+/// activation's channel axis.
+const fn linear(weight_input: ChannelAxis, activation: ChannelAxis, r: Row) -> Row {
+    Row { linear_axes: Some(LinearAxes { weight_input, activation }), ..r }
+}
+
 const MS: &str = "com.microsoft";
 
 /// The table. Slots past a row's `inputs` take its `rest` role (shape/index unless variadic).
 const TABLE: &[Row] = &[
     // Weighted computing operators.
-    row(&["Conv"], &[D, w(At(0)), B], &[Computing, FusionHost]),
-    row(&["ConvTranspose"], &[D, w(At(1)), B], &[Computing, FusionHost]),
-    row(&["Gemm"], &[D, w(At(1)), B], &[Computing, FusionHost]),
-    row(&["MatMul"], &[D, w(Last)], &[Computing, FusionHost]),
+    linear(At(1), At(1), row(&["Conv"], &[D, w(At(0)), B], &[Computing, FusionHost, WeightedLinear, Convolution])),
+    linear(
+        At(0),
+        At(1),
+        row(&["ConvTranspose"], &[D, w(At(1)), B], &[Computing, FusionHost, WeightedLinear, Convolution]),
+    ),
+    linear(At(0), At(1), row(&["Gemm"], &[D, w(At(1)), B], &[Computing, FusionHost, WeightedLinear])),
+    linear(BeforeLast, Last, row(&["MatMul"], &[D, w(Last)], &[Computing, FusionHost, WeightedLinear])),
     // Recurrent cells: W [dirs, gates·hidden, input] and R [dirs, gates·hidden, hidden] have
     // their output channels on axis 1; B is [dirs, 2·gates·hidden]; sequence_lens is an index.
     row(&["LSTM"], &[D, w(At(1)), w(At(1)), B, S, D, D, P], &[Computing]),
@@ -252,17 +307,27 @@ const TABLE: &[Row] = &[
 pub fn op_roles(op: &Operation) -> OpRoles {
     let domain = if op.domain == "ai.onnx" { "" } else { op.domain.as_str() };
     let Some(row) = TABLE.iter().find(|r| r.domain == domain && r.types.contains(&op.op_type.as_str())) else {
-        return OpRoles { inputs: Vec::new(), rest: D, classes: Vec::new(), index_outputs: Vec::new() };
+        return OpRoles {
+            inputs: Vec::new(),
+            rest: D,
+            classes: Vec::new(),
+            index_outputs: Vec::new(),
+            linear_axes: None,
+        };
     };
     let mut roles = OpRoles {
         inputs: row.inputs.to_vec(),
         rest: row.rest,
         classes: row.classes.to_vec(),
         index_outputs: row.index_outputs.to_vec(),
+        linear_axes: row.linear_axes,
     };
     match op.op_type.as_str() {
         // Gemm's B is [K, N], or [N, K] with transB.
-        "Gemm" if op.attr_int("transB", 0).unwrap_or(0) != 0 => roles.inputs[1] = w(At(0)),
+        "Gemm" if op.attr_int("transB", 0).unwrap_or(0) != 0 => {
+            roles.inputs[1] = w(At(0));
+            roles.linear_axes = Some(LinearAxes { weight_input: At(1), activation: At(1) });
+        }
         "ConvTranspose" => {
             let group = op.attr_int("group", 1).unwrap_or(1).max(1) as usize;
             roles.inputs[1] = InputRole::Weight { axis: At(1), group };
@@ -274,6 +339,13 @@ pub fn op_roles(op: &Operation) -> OpRoles {
         _ => {}
     }
     roles
+}
+
+/// Every operator type (default domain) with a row in the table: the operators whose roles
+/// every algorithm reads from here (the repository's tidy check keeps their names out of
+/// passes).
+pub fn table_op_types() -> Vec<&'static str> {
+    TABLE.iter().filter(|r| r.domain.is_empty()).flat_map(|r| r.types.iter().copied()).collect()
 }
 
 /// Operator types (default domain) in `class`, for listings and settings defaults.
@@ -301,6 +373,16 @@ mod tests {
         assert_eq!(op_roles(&Operation::new("Gemm", "g")).weight(), Some((1, At(1), 1)));
         let deconv = op_roles(&Operation::new("ConvTranspose", "d").with_attr("group", Attribute::Int(4)));
         assert_eq!(deconv.weight(), Some((1, At(1), 4)));
+        assert!(conv.is(WeightedLinear) && conv.is(Convolution) && deconv.is(Convolution));
+        assert_eq!((conv.output_channel_axis(4), conv.input_channel_axis(4)), (Some(0), Some(1)));
+        assert_eq!((deconv.output_channel_axis(4), deconv.input_channel_axis(4)), (Some(1), Some(0)));
+        assert_eq!((gemm.output_channel_axis(2), gemm.input_channel_axis(2)), (Some(0), Some(1)));
+        let matmul = op_roles(&Operation::new("MatMul", "m"));
+        assert_eq!((matmul.output_channel_axis(3), matmul.input_channel_axis(3)), (Some(2), Some(1)));
+        assert_eq!((matmul.activation_channel_axis(), conv.activation_channel_axis()), (Some(Last), Some(At(1))));
+        assert!(matmul.is(WeightedLinear) && !matmul.is(Convolution) && matmul.bias().is_none());
+        let lstm_roles = op_roles(&Operation::new("LSTM", "l"));
+        assert!(!lstm_roles.is(WeightedLinear) && lstm_roles.input_channel_axis(3).is_none());
         assert_eq!(Last.resolve(3), Some(2));
         assert_eq!(Last.resolve(1), None);
         let lstm = op_roles(&Operation::new("LSTM", "l"));

@@ -13,7 +13,7 @@ use crate::runtime::params::{ParamView, op_params, write_param};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
 use crate::structural::quant_fusion::fused_activation;
 use mppq_ir::quant::QuantizationState;
-use mppq_ir::{Graph, OpId};
+use mppq_ir::{Graph, OpClass, OpId, op_roles};
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `bias_correction` (settings section `bias_correction`).
@@ -53,7 +53,9 @@ struct Target {
 fn find_targets(graph: &Graph) -> Vec<(OpId, ParamView, String)> {
     let mut out = Vec::new();
     for (id, op) in graph.operations() {
-        if !matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm") {
+        // A weighted linear operation with a bias slot (Conv, ConvTranspose, Gemm).
+        let roles = op_roles(op);
+        if !roles.is(OpClass::WeightedLinear) || roles.bias().is_none() {
             continue;
         }
         let weight_quantized = op.quant_config.as_ref().and_then(|c| c.input_configs.get(1)).is_some_and(|c| {

@@ -18,7 +18,7 @@ use crate::runtime::guard::Guard;
 use crate::runtime::params::{InputChannels, ParamView, input_channels, op_params, write_param};
 use crate::runtime::pass::{Pass, PassContext, PassReport};
 use crate::runtime::statistics::{GraphMode, StatRequest, Statistic};
-use mppq_ir::{Graph, OpId, VarId};
+use mppq_ir::{ChannelAxis, Graph, OpClass, OpId, VarId, op_roles};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -75,9 +75,6 @@ const SCALE_COMMUTING: &[&str] = &[
     "Dropout",
 ];
 
-/// Weighted operations equalization can scale.
-const WEIGHTED: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
-
 /// One pair of weighted operations and what lies between them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pair {
@@ -126,10 +123,13 @@ fn is_relu_like_clip(graph: &Graph, op: &mppq_ir::Operation) -> bool {
 pub fn find_pairs(graph: &Graph, clip_as_relu: bool) -> Vec<Pair> {
     let mut pairs = Vec::new();
     for (up, op) in graph.operations() {
-        if !WEIGHTED.contains(&op.op_type.as_str()) || !owns_weight(graph, up) {
+        // Weighted linear operations (Conv, ConvTranspose, Gemm, MatMul), a grouped
+        // ConvTranspose excepted (its channels do not line up with the next weight's).
+        let roles = op_roles(op);
+        if !roles.is(OpClass::WeightedLinear) || !owns_weight(graph, up) {
             continue;
         }
-        if op.op_type == "ConvTranspose" && op.attr_int("group", 1).unwrap_or(1) != 1 {
+        if roles.weight().is_some_and(|(_, _, group)| group != 1) {
             continue;
         }
         let Some(Some(up_output)) = op.outputs().first().copied() else { continue };
@@ -141,11 +141,11 @@ pub fn find_pairs(graph: &Graph, clip_as_relu: bool) -> Vec<Pair> {
                 break;
             }
             let kind = next_op.op_type.as_str();
-            if WEIGHTED.contains(&kind) {
+            let next_roles = op_roles(next_op);
+            if next_roles.is(OpClass::WeightedLinear) {
                 // Channels meet on axis 1 between convolutions, on the last axis between dense
                 // operations, and a flattened global pooling turns the first into the second.
-                let conv = |t: &str| t.starts_with("Conv");
-                let layouts_match = match (conv(&op.op_type), conv(kind)) {
+                let layouts_match = match (roles.is(OpClass::Convolution), next_roles.is(OpClass::Convolution)) {
                     (true, true) | (false, false) => true,
                     (true, false) => relays.iter().any(|r| r == "Flatten"),
                     (false, true) => false,
@@ -173,11 +173,12 @@ pub fn find_pairs(graph: &Graph, clip_as_relu: bool) -> Vec<Pair> {
     pairs
 }
 
-/// The channel axis of a Conv/Gemm output (1), for statistics; MatMul outputs have theirs last.
+/// The channel axis of a Conv/Gemm output (1), for statistics; MatMul outputs have theirs last
+/// and are not measured here.
 fn output_channel_axis(graph: &Graph, op: OpId) -> Option<usize> {
-    match graph.operation(op).ok()?.op_type.as_str() {
-        "Conv" | "ConvTranspose" | "Gemm" => Some(1),
-        _ => None,
+    match op_roles(graph.operation(op).ok()?).activation_channel_axis()? {
+        ChannelAxis::At(axis) => Some(axis),
+        ChannelAxis::Last | ChannelAxis::BeforeLast => None,
     }
 }
 

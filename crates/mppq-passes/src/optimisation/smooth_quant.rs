@@ -19,7 +19,7 @@ use crate::runtime::params::{InputChannels, ParamView, input_channels, max_over_
 use crate::runtime::pass::{Pass, PassContext, PassReport};
 use crate::runtime::statistics::{GraphMode, StatRequest, Statistic};
 use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, config_at_mut};
-use mppq_ir::{Graph, OpId, Operation, TensorData, VarId, Variable};
+use mppq_ir::{Graph, OpClass, OpId, Operation, TensorData, VarId, Variable, op_roles};
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `smooth_quant` (settings section `smooth_quant`).
@@ -57,7 +57,9 @@ struct Target {
 fn find_targets(graph: &Graph) -> Vec<Target> {
     let mut targets: Vec<Target> = Vec::new();
     for (id, op) in graph.operations() {
-        if !matches!(op.op_type.as_str(), "MatMul" | "Gemm") || op.quant_config.is_none() {
+        // A dense weighted linear operation (MatMul, Gemm): no convolution.
+        let roles = op_roles(op);
+        if !roles.is(OpClass::WeightedLinear) || roles.is(OpClass::Convolution) || op.quant_config.is_none() {
             continue;
         }
         let Some(Some(x)) = op.inputs().first().copied() else { continue };

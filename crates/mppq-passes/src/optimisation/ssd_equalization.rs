@@ -20,7 +20,7 @@ use crate::runtime::guard::Guard;
 use crate::runtime::pass::{Pass, PassContext, PassReport};
 use crate::runtime::progress::NoProgress;
 use crate::runtime::statistics::{GraphMode, StatRequest, Statistic};
-use mppq_ir::Graph;
+use mppq_ir::{ChannelAxis, Graph, op_roles};
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `ssd_equalization` (settings section `ssd_equalization`).
@@ -121,7 +121,9 @@ impl Pass for SsdEqualization {
     fn statistics(&self, graph: &Graph) -> Result<Vec<StatRequest>> {
         Ok(find_pairs(graph, false)
             .iter()
-            .filter(|p| graph.operation(p.up).is_ok_and(|o| o.op_type.starts_with("Conv") || o.op_type == "Gemm"))
+            .filter(|p| {
+                graph.operation(p.up).is_ok_and(|o| op_roles(o).activation_channel_axis() == Some(ChannelAxis::At(1)))
+            })
             .map(|p| StatRequest::new(p.up_output, Statistic::ChannelRange { axis: 1 }, GraphMode::Float))
             .collect())
     }

@@ -6,7 +6,7 @@
 //! Build a new executor after writing (an executor holds its own copy of the initializers).
 
 use crate::error::{InPass, PassError, Result};
-use mppq_ir::{Graph, OpId, TensorData, VarId, op_roles};
+use mppq_ir::{Graph, OpClass, OpId, TensorData, VarId, op_roles};
 
 /// One float parameter as `f32` values.
 #[derive(Clone, Debug, PartialEq)]
@@ -166,28 +166,29 @@ impl InputChannels {
 pub fn input_channels(graph: &Graph, op: OpId, view: &ParamView) -> Option<InputChannels> {
     let o = graph.operation(op).ok()?;
     let shape = view.shape.clone();
-    match o.op_type.as_str() {
-        "Conv" if shape.len() >= 3 => {
-            let groups = o.attr_int("group", 1).ok()?.max(1) as usize;
-            let (out, in_per_group) = (shape[0], shape[1]);
-            if groups == 1 {
-                return Some(InputChannels::Axis { axis: 1, shape });
-            }
-            (out % groups == 0).then(|| InputChannels::Grouped {
-                out_per_group: out / groups,
-                in_per_group,
-                inner: shape[2..].iter().product(),
-                groups,
-            })
-        }
-        "ConvTranspose" if shape.len() >= 3 && o.attr_int("group", 1).ok()? == 1 => {
-            Some(InputChannels::Axis { axis: 0, shape })
-        }
-        "Gemm" if shape.len() == 2 => {
-            let axis = if o.attr_int("transB", 0).ok()? != 0 { 1 } else { 0 };
-            Some(InputChannels::Axis { axis, shape })
-        }
-        "MatMul" if shape.len() == 2 => Some(InputChannels::Axis { axis: 0, shape }),
-        _ => None,
+    let roles = op_roles(o);
+    if !roles.is(OpClass::WeightedLinear) {
+        return None;
     }
+    let axis = roles.input_channel_axis(shape.len())?;
+    if !roles.is(OpClass::Convolution) {
+        // Dense: a [K, N] (or [N, K]) matrix; a batched MatMul weight has no one layout.
+        return (shape.len() == 2).then_some(InputChannels::Axis { axis, shape });
+    }
+    if shape.len() < 3 {
+        return None;
+    }
+    let groups = o.attr_int("group", 1).ok()?.max(1) as usize;
+    if groups == 1 {
+        return Some(InputChannels::Axis { axis, shape });
+    }
+    // Grouped: a Conv weight [out, in / groups, k…] maps output channels to their group's
+    // inputs; a grouped ConvTranspose ([in, out / groups, k…]) is left alone.
+    let (out, in_per_group) = (shape[0], shape[1]);
+    (axis == 1 && out % groups == 0).then(|| InputChannels::Grouped {
+        out_per_group: out / groups,
+        in_per_group,
+        inner: shape[2..].iter().product(),
+        groups,
+    })
 }

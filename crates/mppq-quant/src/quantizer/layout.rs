@@ -6,26 +6,8 @@ use crate::error::Result;
 use mppq_ir::quant::{OperationQuantConfig, TensorQuantConfig};
 use mppq_ir::{Graph, InputRole, OpId, op_roles};
 
-/// Operation types the built-in integer and FP8 quantizers configure.
-pub const COMMON_TYPES: [&str; 17] = [
-    "Conv",
-    "ConvTranspose",
-    "Gemm",
-    "MatMul",
-    "Add",
-    "Sub",
-    "Mul",
-    "Relu",
-    "Clip",
-    "LeakyRelu",
-    "Sigmoid",
-    "MaxPool",
-    "AveragePool",
-    "GlobalAveragePool",
-    "Concat",
-    "Resize",
-    "Softmax",
-];
+/// Operation types the built-in integer and FP8 quantizers configure ([`super::op_types::COMMON`]).
+pub use super::op_types::COMMON as COMMON_TYPES;
 
 /// The role of one input or output slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

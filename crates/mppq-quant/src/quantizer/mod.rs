@@ -6,6 +6,7 @@ mod fp8;
 pub mod layout;
 mod lowbit;
 mod onnxruntime;
+pub mod op_types;
 mod trt;
 
 pub use fp8::{Fp8Format, Fp8Quantizer};

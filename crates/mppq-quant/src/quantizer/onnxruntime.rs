@@ -31,28 +31,6 @@ impl Default for OnnxRuntimeQuantizer {
     }
 }
 
-const TYPES: [&str; 19] = [
-    "Conv",
-    "ConvTranspose",
-    "Gemm",
-    "MatMul",
-    "LSTM",
-    "GRU",
-    "RNN",
-    "Add",
-    "Sub",
-    "Mul",
-    "Relu",
-    "Clip",
-    "LeakyRelu",
-    "Sigmoid",
-    "MaxPool",
-    "AveragePool",
-    "GlobalAveragePool",
-    "Concat",
-    "Resize",
-];
-
 /// Whether `var` is a Softmax output. ORT fuses `DQ → Softmax → Q` into QLinearSoftmax, whose
 /// lookup-table exponential differs from float softmax + Q by one step on ~5 % of the
 /// probabilities (measured on tiny_transformer, growing to 6 steps at the output), so the
@@ -102,7 +80,7 @@ impl Quantizer for OnnxRuntimeQuantizer {
     }
 
     fn quant_operation_types(&self) -> Vec<&'static str> {
-        TYPES.to_vec()
+        super::op_types::ONNX_RUNTIME.to_vec()
     }
 
     fn init_quantize_config(&self, graph: &Graph, id: OpId) -> Result<OperationQuantConfig> {

@@ -45,7 +45,7 @@ impl Quantizer for AcademicQuantizer {
     }
 
     fn quant_operation_types(&self) -> Vec<&'static str> {
-        vec!["Conv", "Gemm", "ConvTranspose"]
+        mppq_quant::quantizer::op_types::ACADEMIC.to_vec()
     }
 
     fn init_quantize_config(&self, graph: &Graph, id: OpId) -> mppq_quant::Result<OperationQuantConfig> {

@@ -53,7 +53,7 @@ impl Quantizer for NcnnQuantizer {
     }
 
     fn quant_operation_types(&self) -> Vec<&'static str> {
-        vec!["Conv", "Gemm"]
+        mppq_quant::quantizer::op_types::NCNN.to_vec()
     }
 
     fn init_quantize_config(&self, graph: &Graph, id: OpId) -> mppq_quant::Result<OperationQuantConfig> {

@@ -107,10 +107,6 @@ impl Platform for TensorRtImplicit {
     }
 }
 
-/// Operations whose inputs TensorRT's explicit quantization wants quantized (the residual Add
-/// only on the input that does not come from the weighted operation it fuses into).
-const TYPES: [&str; 5] = ["Conv", "ConvTranspose", "Gemm", "MatMul", "Add"];
-
 /// TensorRT's Q/DQ placement: inputs of weighted operations and residual inputs of Add.
 struct ExplicitQuantizer {
     name: &'static str,
@@ -147,7 +143,7 @@ fn from_weighted_op(graph: &Graph, var: VarId) -> bool {
     graph
         .producer(var)
         .and_then(|p| graph.operation(p).ok())
-        .is_some_and(|op| matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm" | "MatMul"))
+        .is_some_and(|op| mppq_ir::op_roles(op).is(mppq_ir::OpClass::WeightedLinear))
 }
 
 /// The inputs of an Add that TensorRT wants quantized: when both operands are computed at run
@@ -185,7 +181,7 @@ impl Quantizer for ExplicitQuantizer {
     }
 
     fn quant_operation_types(&self) -> Vec<&'static str> {
-        TYPES.to_vec()
+        mppq_quant::quantizer::op_types::TENSORRT_EXPLICIT.to_vec()
     }
 
     fn init_quantize_config(&self, graph: &Graph, id: OpId) -> mppq_quant::Result<OperationQuantConfig> {

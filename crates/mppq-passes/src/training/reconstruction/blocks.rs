@@ -6,7 +6,7 @@ use crate::error::{InPass, Result};
 use crate::runtime::params::op_params;
 use crate::structural::quant_fusion::fused_activation;
 use mppq_ir::quant::QuantizationState;
-use mppq_ir::{Graph, OpId, VarId, op_roles};
+use mppq_ir::{Graph, OpClass, OpId, VarId, op_roles};
 use std::collections::HashMap;
 
 /// A block: the variables it starts from and ends at, and the weight operations it trains.
@@ -25,10 +25,11 @@ pub fn trainable_ops(graph: &Graph) -> Vec<OpId> {
         .into_iter()
         .filter(|&id| {
             let Ok(op) = graph.operation(id) else { return false };
-            if !matches!(op.op_type.as_str(), "Conv" | "ConvTranspose" | "Gemm" | "MatMul") {
+            let roles = op_roles(op);
+            if !roles.is(OpClass::WeightedLinear) {
                 return false;
             }
-            let Some((slot, _, _)) = op_roles(op).weight() else { return false };
+            let Some((slot, _, _)) = roles.weight() else { return false };
             let Some(Some(var)) = op.inputs().get(slot).copied() else { return false };
             let config = op.quant_config.as_ref().and_then(|c| c.input_configs.get(slot)).and_then(Option::as_ref);
             let linear = config.is_some_and(|c| {

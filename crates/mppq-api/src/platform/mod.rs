@@ -11,8 +11,8 @@
 //! [`Platform::register_operators`] — from the user's own crate, through this public API only
 //! (`examples/custom-platform` does exactly that).
 //!
-//! Rooms: the [`Platform`] trait and its options (here), the [`registry`], the model-format
-//! [`parser`]s a platform reads with, and the [`builtin`] platforms, one file each.
+//! Rooms: the [`Platform`] trait and its options (here), the `registry`, the model-format
+//! [`parser`]s a platform reads with, and the `builtin` platforms, one file each.
 
 pub(crate) mod builtin;
 pub mod parser;

@@ -4,7 +4,7 @@
 //! files). The one-call form is [`quantize_onnx_model`].
 //!
 //! Rooms: what is refused up front ([`admission`]), the run's [`setting`], quantization inside
-//! control flow ([`control_flow`]), the accuracy [`budget`] and the command-line [`jobs`].
+//! control flow (`control_flow`), the accuracy [`budget`] and the command-line [`jobs`].
 
 pub mod admission;
 pub mod budget;

@@ -2,7 +2,7 @@
 //! interface and its [`pass::PassContext`], the [`pipeline`] that orders the passes and runs
 //! them, the [`guard`] that undoes what does not help (measured with [`compare`]), declared
 //! [`statistics`] collected in one run over the data, the [`block`] runner, weights and biases
-//! by role ([`params`]), config-slot walks ([`slots`]) and [`progress`] reporting.
+//! by role ([`params`]), config-slot walks (`slots`) and [`progress`] reporting.
 
 pub mod block;
 pub mod compare;

@@ -19,8 +19,7 @@ fn job(model: &str, setting: QuantizeSetting) -> JobSummary {
 /// The outputs' SNR as the guard and the budget measure it: −10·log10 of the mean noise-to-signal
 /// ratio of the graph outputs.
 fn output_snr(job: &JobSummary) -> f64 {
-    let ratios: Vec<f64> = job.analysis.as_ref().unwrap().outputs().map(|t| 10f64.powf(-t.snr_db / 10.0)).collect();
-    -10.0 * (ratios.iter().sum::<f64>() / ratios.len() as f64).log10()
+    mppq_quant::metrics::mean_snr_db(job.analysis.as_ref().unwrap().outputs().map(|t| 10f64.powf(-t.snr_db / 10.0)))
 }
 
 fn at_level(level: u8) -> QuantizeSetting {

@@ -61,9 +61,7 @@ pub use calibration::quant_alignment::ConcatMode;
 pub use configuration::dispatch::Dispatch;
 pub use error::{PassError, Result};
 pub use runtime::block::BlockRunner;
-pub use runtime::compare::{
-    CompareTarget, ErrorStats, NamedOutputs, compare_to_reference, float_outputs, mean_snr_db, snr_db,
-};
+pub use runtime::compare::{CompareTarget, ErrorStats, NamedOutputs, compare_to_reference, float_outputs};
 pub use runtime::guard::{Guard, GuardOptions, GuardOutcome};
 pub use runtime::params::{OpParams, ParamView, op_params, write_param};
 pub use runtime::pass::{Pass, PassContext, PassReport};

@@ -6,6 +6,7 @@ use crate::runtime::progress::NoProgress;
 use mppq_exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
 use mppq_ir::quant::{ConfigLocation, TensorQuantConfig, config_at};
 use mppq_ir::{Attribute, Graph, Operation, TensorData, VarId, Variable};
+use mppq_quant::metrics::OutputNoise;
 use mppq_quant::quantizer::{Quantizer, init_quantization};
 
 pub type Feeds = Vec<(String, Value)>;
@@ -225,11 +226,13 @@ impl Harness {
     }
 }
 
-/// Signal-to-noise ratio of `got` against `reference`, in dB.
+/// Signal-to-noise ratio of `got` against `reference`, in dB, the sums as the guard takes them
+/// (one output, one batch); an exact match counts a noise of 1e-30, so it stays finite.
 pub fn snr_db(reference: &[f32], got: &[f32]) -> f64 {
-    let signal: f64 = reference.iter().map(|r| f64::from(*r).powi(2)).sum();
-    let noise: f64 = reference.iter().zip(got).map(|(r, g)| f64::from(r - g).powi(2)).sum();
-    10.0 * (signal / noise.max(1e-30)).log10()
+    let mut sums = OutputNoise::new(1);
+    sums.add(0, reference, got);
+    let (signal, noise) = sums.sums(0);
+    mppq_quant::metrics::snr_db_from_sums(signal, noise.max(1e-30))
 }
 
 /// The largest difference between `a` and `b`, relative to the largest |a|.

@@ -11,6 +11,7 @@ use crate::report::{layers_to_analyse, layerwise_error};
 use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::Graph;
 use mppq_ir::quant::QuantizationState;
+use mppq_quant::metrics::OutputNoise;
 use serde::{Deserialize, Serialize};
 
 /// The `[budget]` section of the setting.
@@ -82,6 +83,13 @@ fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<Vec<f32>> {
     mppq_passes::float_outputs(outputs).into_iter().map(|(_, v)| v).collect()
 }
 
+/// The least signal energy an output counts with in [`output_snr`]: 1e-30 only keeps the
+/// division finite, so a near-silent output still counts its relative error in full. The
+/// pipeline's guard floors at 1e-12 instead; each keeps the floor it was written with, as
+/// another one would change which operations the budget gives back on a model with a
+/// (near-)silent output.
+const BUDGET_SIGNAL_FLOOR: f64 = 1e-30;
+
 /// Graph-output SNR of the simulated `graph` against `reference` outputs: −10·log10 of the mean
 /// noise-to-signal ratio of the outputs (as the pipeline's guard measures it).
 fn output_snr(
@@ -90,19 +98,17 @@ fn output_snr(
     batches: &[Vec<(String, Value)>],
     reference: &[Vec<Vec<f32>>],
 ) -> Result<f64> {
-    let (mut noise, mut signal) = (Vec::<f64>::new(), Vec::<f64>::new());
+    let mut sums = OutputNoise::default();
     let memo = SimulationMemo::new();
     for (batch, expected) in batches.iter().zip(reference) {
         let mut sim = QuantSimulation::new(graph, BurnFakeQuant).with_memo(&memo);
         let got = float_outputs(exec.run(batch.clone(), &mut [&mut sim])?);
-        noise.resize(expected.len(), 0.0);
-        signal.resize(expected.len(), 0.0);
+        sums.resize(expected.len());
         for (k, (e, g)) in expected.iter().zip(&got).enumerate() {
-            noise[k] += e.iter().zip(g).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>();
-            signal[k] += e.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
+            sums.add(k, e, g);
         }
     }
-    Ok(mppq_passes::mean_snr_db(noise.iter().zip(&signal).map(|(n, s)| n / s.max(1e-30))))
+    Ok(sums.mean_snr_db(BUDGET_SIGNAL_FLOOR))
 }
 
 /// Every config of `op` set to `Fp32` (its tensors, weights and biases stay float).

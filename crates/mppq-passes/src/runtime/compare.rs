@@ -41,11 +41,11 @@ pub struct ErrorStats {
 
 impl ErrorStats {
     /// Noise power over signal power, all channels together (0 for an exact match; a silent
-    /// reference counts its noise against a signal of 1e-12).
+    /// reference counts its noise against a signal of 1e-12, as the guard's outputs do).
     pub fn noise_to_signal(&self) -> f64 {
         let noise: f64 = self.mean_square_error.iter().sum();
         let signal: f64 = self.mean_square_signal.iter().sum();
-        noise / signal.max(1e-12)
+        mppq_quant::metrics::noise_to_signal(noise, signal, 1e-12)
     }
 
     /// The error of all channels together.
@@ -54,19 +54,7 @@ impl ErrorStats {
     }
 }
 
-/// The SNR of several outputs together, as the guard and the accuracy budget rank models:
-/// −10·log10 of the mean of their noise-to-signal ratios (∞ when there are none or all match).
-pub fn mean_snr_db(noise_to_signal: impl IntoIterator<Item = f64>) -> f64 {
-    let (sum, n) = noise_to_signal.into_iter().fold((0.0, 0usize), |(s, n), r| (s + r, n + 1));
-    snr_db(sum / n.max(1) as f64)
-}
-
 pub use mppq_exec::value::{NamedOutputs, float_outputs};
-
-/// Signal-to-noise ratio in dB of a noise-to-signal ratio (∞ for an exact match).
-pub fn snr_db(noise_to_signal: f64) -> f64 {
-    if noise_to_signal <= 0.0 { f64::INFINITY } else { -10.0 * noise_to_signal.log10() }
-}
 
 /// Running sums of one target.
 #[derive(Clone, Debug, Default)]

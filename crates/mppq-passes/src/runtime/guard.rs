@@ -12,9 +12,10 @@
 
 use crate::error::Result;
 use crate::error::{InPass, PassError};
-use crate::runtime::compare::{NamedOutputs, float_outputs, mean_snr_db};
+use crate::runtime::compare::{NamedOutputs, float_outputs};
 use crate::runtime::pass::PassContext;
 use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo};
+use mppq_quant::metrics::OutputNoise;
 
 /// How the pipeline checks a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +68,13 @@ impl std::fmt::Display for GuardOutcome {
     }
 }
 
+/// The least signal energy an output counts with: an output that is silent in float (all zeros
+/// on the measured batches) ranks its noise against 1e-12, a large but finite ratio, rather than
+/// dividing by zero. The same floor as [`ErrorStats::noise_to_signal`](crate::ErrorStats); the
+/// accuracy budget floors at 1e-30 instead. Kept as it has been: another floor would change the
+/// guard's decisions on models with a silent output.
+const GUARD_SIGNAL_FLOOR: f64 = 1e-12;
+
 /// The reference outputs and the best output SNR so far. The reference is
 /// `PassContext::float_reference` (the float graph before the first optimisation pass, shared
 /// with the analysis rather than copied); it does not change during a run, so its outputs on the
@@ -103,9 +111,7 @@ impl GuardState {
         }
         let Some(expected) = self.expected.as_ref() else { return Ok(f64::INFINITY) };
         let exec = ctx.executor(pass)?;
-        let outputs = expected.first().map_or(0, Vec::len);
-        let (mut noise, mut signal) = (vec![0f64; outputs], vec![0f64; outputs]);
-        let energy = |v: &[f32]| v.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>();
+        let mut sums = OutputNoise::new(expected.first().map_or(0, Vec::len));
         ctx.progress.begin(&format!("{pass}: measuring the output SNR"), expected.len() as u64);
         let memo = SimulationMemo::new();
         for (b, reference) in expected.iter().enumerate() {
@@ -117,19 +123,18 @@ impl GuardState {
                     pass,
                     message: format!("output `{name}`: missing in the simulated graph"),
                 })?;
-                noise[k] += if have.len() == want.len() {
-                    want.iter().zip(have).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>()
+                if have.len() == want.len() {
+                    sums.add(k, want, have);
                 } else {
                     // A data-dependent length (a decoding loop that stopped elsewhere): nothing
                     // is comparable, all of both is error.
-                    energy(want) + energy(have)
-                };
-                signal[k] += energy(want);
+                    sums.add_unaligned(k, want, have);
+                }
             }
             ctx.progress.advance(1);
         }
         ctx.progress.finish();
-        Ok(mean_snr_db(noise.iter().zip(&signal).map(|(n, s)| n / s.max(1e-12))))
+        Ok(sums.mean_snr_db(GUARD_SIGNAL_FLOOR))
     }
 
     /// The SNR before the next pass: the last measurement, or a new one.

@@ -51,6 +51,7 @@ use mppq_ir::quant::{
     sync_dominated,
 };
 use mppq_ir::{Graph, VarId, op_roles};
+use mppq_quant::metrics::snr_db_from_ratio;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -309,8 +310,8 @@ pub fn reconstruct(
         lines.push(format!(
             "{}: {:.2} → {:.2} dB{} ({} steps, {} of {} batches cached)",
             block.ops.join("+"),
-            -10.0 * outcome.before.log10(),
-            -10.0 * outcome.after.log10(),
+            snr_db_from_ratio(outcome.before),
+            snr_db_from_ratio(outcome.after),
             if outcome.kept { "" } else { " (undone)" },
             outcome.steps,
             outcome.cached.0,

@@ -2,19 +2,21 @@
 //! outputs) compared between the float run and the full quantized simulation, errors
 //! accumulated along the graph.
 //!
-//! Per batch: a float run whose hook keeps only the watched tensors (shared Burn buffers, no
-//! copy), then a simulated run whose hook compares each watched tensor as soon as it is produced
-//! and drops the float copy. Across batches only running sums and a capped sample per tensor
-//! survive, so memory does not grow with the number of batches.
+//! The runs are the comparison engine's (`mppq_passes::runtime::compare::Comparison`): per
+//! batch, a float run keeps only the watched tensors (shared Burn buffers, no copy), then the
+//! simulated run compares each watched tensor as soon as it is produced and drops the float copy.
+//! This module adds what is the report's: which tensors are watched, the graph outputs taken from
+//! the reference model, and per tensor the [`Moments`] and a capped sample for histograms. Across
+//! batches only those survive, so memory does not grow with the number of batches.
 
 use super::stats::{Moments, PairSample};
 use super::{AnalyseSetting, TensorStat, is_quantized, no_batches, op_label};
 use crate::error::{ApiError, Result};
-use mppq_exec::hooks::OpInfo;
-use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, SimulationMemo, Tensor, Value};
+use mppq_exec::{Executor, Tensor, Value};
+use mppq_ir::quant::ConfigSide;
 use mppq_ir::{DataType, Graph, OpId};
+use mppq_passes::runtime::compare::{Comparison, PairSink, TapPoints};
 use mppq_passes::structural::quant_fusion::fused_activation;
-use std::collections::HashMap;
 
 /// A tensor under watch: the op producing it and the output slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,40 +67,20 @@ fn is_float(t: &Tensor) -> bool {
     matches!(t.dtype(), DataType::Float | DataType::Double | DataType::Float16 | DataType::BFloat16)
 }
 
-/// Float run: keeps the watched float tensors of the current batch.
-struct KeepFloat<'a> {
-    by_op: &'a HashMap<OpId, Vec<(usize, usize)>>,
-    kept: Vec<Option<Tensor>>,
-}
-
-impl ExecHook for KeepFloat<'_> {
-    fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
-        for (slot, entry) in self.by_op.get(&op.id).into_iter().flatten() {
-            if let Some(t) =
-                outputs.get(*slot).and_then(|v| v.as_ref()).and_then(Value::as_tensor).filter(|t| is_float(t))
-            {
-                self.kept[*entry] = Some(t.clone());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Quantized run (after the simulation hook): compares each watched tensor with its float copy.
+/// The report's sink of the comparison engine: each watched tensor's [`Moments`] (the metrics)
+/// and [`PairSample`] (the histograms).
 struct Compare<'a> {
-    by_op: &'a HashMap<OpId, Vec<(usize, usize)>>,
     watches: &'a [Watch],
-    kept: Vec<Option<Tensor>>,
     sums: &'a mut [Moments],
     samples: &'a mut [PairSample],
     batch: usize,
-    /// The first problem met; hooks cannot return our error type, so it is reported after the run.
-    error: Option<ApiError>,
 }
 
-impl Compare<'_> {
-    fn compare(&mut self, entry: usize, q: &Tensor) -> Result<()> {
-        let Some(fp) = self.kept[entry].take() else { return Ok(()) };
+impl PairSink for Compare<'_> {
+    type Error = ApiError;
+
+    fn pair(&mut self, entry: usize, fp: Option<Tensor>, q: &Tensor) -> Result<()> {
+        let Some(fp) = fp else { return Ok(()) };
         let name = &self.watches[entry].tensor;
         let aligned = fp.shape() == q.shape();
         let (fp, q) = (fp.to_f32_vec(), q.to_f32_vec());
@@ -121,22 +103,6 @@ impl Compare<'_> {
     }
 }
 
-impl ExecHook for Compare<'_> {
-    fn after_op(&mut self, op: &OpInfo<'_>, outputs: &mut [Option<Value>]) -> mppq_exec::Result<()> {
-        if self.error.is_some() {
-            return Ok(());
-        }
-        for (slot, entry) in self.by_op.get(&op.id).into_iter().flatten() {
-            let Some(q) = outputs.get(*slot).and_then(|v| v.as_ref()).and_then(Value::as_tensor) else { continue };
-            if let Err(e) = self.compare(*entry, q) {
-                self.error = Some(e);
-                break;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Graph-wise error on `batches` (each a list of (input name, value)): `graph` simulated with
 /// `exec` against its own float run, and its outputs against those of `reference` when given
 /// (the float model before optimisation passes changed it); `progress(done, total)`
@@ -154,41 +120,27 @@ pub fn graphwise_error(
         return Err(no_batches("graph-wise analysis"));
     }
     let watches = watched_tensors(graph, setting.all_quantized_ops)?;
-    let mut by_op: HashMap<OpId, Vec<(usize, usize)>> = HashMap::new();
+    let mut points = TapPoints::default();
     for (entry, w) in watches.iter().enumerate() {
-        by_op.entry(w.op).or_default().push((w.slot, entry));
+        points.add((w.op, ConfigSide::Output, w.slot), entry);
     }
+    let comparison = Comparison::new(graph, exec, points);
     let mut sums = vec![Moments::default(); watches.len()];
     let mut samples: Vec<PairSample> =
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
-    let memo = SimulationMemo::new();
     for (b, batch) in batches.iter().enumerate() {
-        let mut keep = KeepFloat { by_op: &by_op, kept: vec![None; watches.len()] };
-        exec.run(batch.clone(), &mut [&mut keep])?;
+        let (mut kept, _) = Comparison::keep(exec, comparison.points(), batch.clone(), is_float)?;
         // Graph outputs are compared with the reference model's (internal tensors may be
         // rescaled by equalization: those are compared with this graph's own float run).
         if let Some(reference) = reference {
             let outputs = reference.run(batch.clone(), &mut [])?;
             for (entry, w) in watches.iter().enumerate().filter(|(_, w)| w.graph_output) {
                 let value = outputs.iter().find(|(n, _)| *n == w.tensor).and_then(|(_, v)| v.as_tensor());
-                keep.kept[entry] = value.filter(|t| is_float(t)).cloned();
+                kept[entry] = value.filter(|t| is_float(t)).cloned();
             }
         }
-        let mut sim = QuantSimulation::new(graph, BurnFakeQuant).with_memo(&memo);
-        let mut compare = Compare {
-            by_op: &by_op,
-            watches: &watches,
-            kept: keep.kept,
-            sums: &mut sums,
-            samples: &mut samples,
-            batch: b,
-            error: None,
-        };
-        // Order matters: the simulation quantizes an op's outputs before `compare` sees them.
-        exec.run(batch.clone(), &mut [&mut sim, &mut compare])?;
-        if let Some(e) = compare.error {
-            return Err(e);
-        }
+        let mut compare = Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b };
+        comparison.simulate(batch.clone(), kept, &mut compare)??;
         progress(b + 1, batches.len());
     }
     let mut rows = Vec::with_capacity(watches.len());

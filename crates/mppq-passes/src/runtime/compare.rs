@@ -1,18 +1,29 @@
-//! Comparison of the simulated graph against a float reference, batch by batch: for each chosen
-//! variable, the mean and mean square of the error (simulated − reference) per channel, and the
-//! mean square of the reference. Bias correction reads the per-channel mean error; the pipeline's
-//! guard reads the graph outputs' signal-to-noise ratio.
+//! The comparison engine: the simulated graph against a float reference, batch by batch. One
+//! place taps the compared values during the runs ([`Comparison`]): per batch, a reference run
+//! keeps each target's float value where it is computed (sharing the run's buffers, no copy), then
+//! the simulated run hands each target's value, as soon as it is computed, with the kept one to a
+//! [`PairSink`], which accumulates what its reader needs, and the kept value is dropped. Across
+//! batches only the sinks' sums survive.
 //!
-//! The reference is a graph of its own (usually a copy of the float graph taken before the pass
-//! changed anything): variables are matched by name, so both graphs must name them alike.
+//! Two sinks read it: [`compare_to_reference`] here (for each chosen variable, the mean and mean
+//! square of the error (simulated − reference) per channel, and the mean square of the
+//! reference: bias correction reads the per-channel mean error, SSD equalization the mean square
+//! error), and the analysis report of `mppq-api` (per tensor [`Moments`](mppq_quant::metrics::Moments)
+//! and a sample for histograms).
+//!
+//! [`compare_to_reference`]'s reference is a graph of its own (usually a copy of the float graph
+//! taken before the pass changed anything): variables are matched by name, so both graphs must
+//! name them alike.
 
 use crate::error::{InPass, PassError, Result};
 use crate::runtime::pass::PassContext;
 use mppq_exec::hooks::{Tap, TensorTap};
-use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Value};
+use mppq_exec::tensor::Kind;
+use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Tensor, Value};
 use mppq_ir::quant::ConfigSide;
 use mppq_ir::{Graph, OpId, VarId};
 use std::collections::HashMap;
+use std::convert::Infallible;
 
 /// One variable to compare, by name, with an optional channel axis (`None`: one channel).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +67,142 @@ impl ErrorStats {
 
 pub use mppq_exec::value::{NamedOutputs, float_outputs};
 
+/// Where a run shows a compared value: an operation's input or output slot.
+pub type TapPoint = (OpId, ConfigSide, usize);
+
+/// The compared values (targets, by index) and where a run shows each.
+#[derive(Clone, Debug, Default)]
+pub struct TapPoints {
+    at: HashMap<TapPoint, Vec<usize>>,
+    targets: usize,
+}
+
+impl TapPoints {
+    /// Target `index` is seen at `point` (several targets may share one point).
+    pub fn add(&mut self, point: TapPoint, index: usize) {
+        self.at.entry(point).or_default().push(index);
+        self.targets = self.targets.max(index + 1);
+    }
+
+    /// How many targets (one more than the highest index added).
+    pub fn targets(&self) -> usize {
+        self.targets
+    }
+
+    fn at(&self, op: OpId, side: ConfigSide, slot: usize) -> Option<&Vec<usize>> {
+        self.at.get(&(op, side, slot))
+    }
+}
+
+/// What a comparison does with the values of one target: called by the simulated run as soon as
+/// it computes the target, with the value the reference run kept (`None`: it kept none).
+pub trait PairSink {
+    type Error;
+    fn pair(
+        &mut self,
+        index: usize,
+        reference: Option<Tensor>,
+        simulated: &Tensor,
+    ) -> std::result::Result<(), Self::Error>;
+}
+
+/// A reference run's tap: keeps the targets' values that `wanted` accepts.
+struct Keep<'a> {
+    points: &'a TapPoints,
+    wanted: fn(&Tensor) -> bool,
+    kept: Vec<Option<Tensor>>,
+}
+
+impl TensorTap for Keep<'_> {
+    fn tap(&mut self, op: OpId, side: ConfigSide, slot: usize, value: &Value) {
+        let (Some(indices), Value::Tensor(t)) = (self.points.at(op, side, slot), value) else { return };
+        if !(self.wanted)(t) {
+            return;
+        }
+        for i in indices {
+            self.kept[*i] = Some(t.clone());
+        }
+    }
+}
+
+/// The simulated run's tap: hands each target's value with the kept one to the sink, until the
+/// sink fails.
+struct Meet<'a, S: PairSink> {
+    points: &'a TapPoints,
+    kept: Vec<Option<Tensor>>,
+    sink: &'a mut S,
+    error: Option<S::Error>,
+}
+
+impl<S: PairSink> TensorTap for Meet<'_, S> {
+    fn tap(&mut self, op: OpId, side: ConfigSide, slot: usize, value: &Value) {
+        if self.error.is_some() {
+            return;
+        }
+        let (Some(indices), Value::Tensor(t)) = (self.points.at(op, side, slot), value) else { return };
+        for i in indices {
+            if let Err(e) = self.sink.pair(*i, self.kept[*i].take(), t) {
+                self.error = Some(e);
+                break;
+            }
+        }
+    }
+}
+
+/// The values a reference run kept for the targets, by index.
+pub type Kept = Vec<Option<Tensor>>;
+
+/// The simulated side of a comparison: `graph` run by `exec` under the quantization simulation,
+/// its targets at `points`; one simulation memo serves every batch.
+pub struct Comparison<'a> {
+    graph: &'a Graph,
+    exec: &'a Executor,
+    points: TapPoints,
+    memo: SimulationMemo,
+}
+
+impl<'a> Comparison<'a> {
+    pub fn new(graph: &'a Graph, exec: &'a Executor, points: TapPoints) -> Self {
+        Self { graph, exec, points, memo: SimulationMemo::new() }
+    }
+
+    pub fn points(&self) -> &TapPoints {
+        &self.points
+    }
+
+    /// Runs `reference` (a float executor) on `feeds`, keeping the value of each target at its
+    /// `points` that `wanted` accepts; returns them and the run's outputs.
+    pub fn keep(
+        reference: &Executor,
+        points: &TapPoints,
+        feeds: Vec<(String, Value)>,
+        wanted: fn(&Tensor) -> bool,
+    ) -> mppq_exec::Result<(Kept, Vec<(String, Value)>)> {
+        let mut keep = Tap(Keep { points, wanted, kept: vec![None; points.targets()] });
+        let outputs = reference.run(feeds, &mut [&mut keep])?;
+        Ok((keep.0.kept, outputs))
+    }
+
+    /// Runs the simulated graph on `feeds` and hands each target's value to `sink` with its value
+    /// in `kept`, as the run computes it (the simulation's hook first: the sink sees the value as
+    /// the simulation quantized it). Stops handing values at the sink's first error, which comes
+    /// back inside; else the kept values no simulated value met.
+    pub fn simulate<S: PairSink>(
+        &self,
+        feeds: Vec<(String, Value)>,
+        kept: Kept,
+        sink: &mut S,
+    ) -> mppq_exec::Result<std::result::Result<Kept, S::Error>> {
+        let mut sim = QuantSimulation::new(self.graph, BurnFakeQuant).with_memo(&self.memo);
+        let mut meet = Tap(Meet { points: &self.points, kept, sink, error: None });
+        self.exec.run(feeds, &mut [&mut sim, &mut meet])?;
+        Ok(match meet.0.error {
+            Some(e) => Err(e),
+            None => Ok(meet.0.kept),
+        })
+    }
+}
+
 /// Running sums of one target.
 #[derive(Clone, Debug, Default)]
 struct Sums {
@@ -63,24 +210,6 @@ struct Sums {
     square_error: Vec<f64>,
     square_signal: Vec<f64>,
     count: Vec<u64>,
-}
-
-/// Captures the values of the targets as one graph runs.
-struct Capture {
-    taps: HashMap<(OpId, ConfigSide, usize), Vec<usize>>,
-    values: Vec<Option<(Vec<f32>, Vec<usize>)>>,
-}
-
-impl TensorTap for Capture {
-    fn tap(&mut self, op: OpId, side: ConfigSide, slot: usize, value: &Value) {
-        let (Some(indices), Value::Tensor(t)) = (self.taps.get(&(op, side, slot)), value) else { return };
-        if t.kind() != mppq_exec::tensor::Kind::Float {
-            return;
-        }
-        for i in indices {
-            self.values[*i] = Some((t.to_f32_vec(), t.shape()));
-        }
-    }
 }
 
 /// Where `var` is seen: where its producer writes it, else where its first consumer reads it.
@@ -94,17 +223,56 @@ pub(crate) fn tap_of(graph: &Graph, var: VarId) -> Option<(OpId, ConfigSide, usi
     Some((c, ConfigSide::Input, slot))
 }
 
-fn capture_for(graph: &Graph, targets: &[CompareTarget], pass: &'static str) -> Result<Capture> {
-    let mut taps: HashMap<_, Vec<usize>> = HashMap::new();
+fn points_for(graph: &Graph, targets: &[CompareTarget], pass: &'static str) -> Result<TapPoints> {
+    let mut points = TapPoints::default();
     for (i, t) in targets.iter().enumerate() {
         let var = graph.var_named(&t.name).in_pass(pass)?;
         let tap = tap_of(graph, var).ok_or_else(|| PassError::Invalid {
             pass,
             message: format!("comparing `{}`: no operation reads or writes it", t.name),
         })?;
-        taps.entry(tap).or_default().push(i);
+        points.add(tap, i);
     }
-    Ok(Capture { taps, values: vec![None; targets.len()] })
+    Ok(points)
+}
+
+fn is_float(t: &Tensor) -> bool {
+    t.kind() == Kind::Float
+}
+
+/// [`compare_to_reference`]'s sink: per-channel error sums of each target. A problem is kept
+/// per target and reported after the run, the first target's first.
+struct ChannelErrors<'a> {
+    targets: &'a [CompareTarget],
+    sums: Vec<Sums>,
+    problems: Vec<Option<String>>,
+}
+
+impl PairSink for ChannelErrors<'_> {
+    type Error = Infallible;
+
+    fn pair(&mut self, i: usize, reference: Option<Tensor>, simulated: &Tensor) -> std::result::Result<(), Infallible> {
+        let target = &self.targets[i];
+        let reference = match (reference, is_float(simulated)) {
+            (Some(r), true) => r,
+            // Not a float tensor in either graph (an int64 shape output): nothing to compare.
+            (None, false) => return Ok(()),
+            _ => {
+                self.problems[i] = Some(format!("comparing `{}`: computed by one graph only", target.name));
+                return Ok(());
+            }
+        };
+        let (shape, sim_shape) = (reference.shape(), simulated.shape());
+        if shape != sim_shape {
+            self.problems[i] = Some(format!("comparing `{}`: shape {sim_shape:?} against {shape:?}", target.name));
+            return Ok(());
+        }
+        let (reference, simulated) = (reference.to_f32_vec(), simulated.to_f32_vec());
+        if let Err(message) = accumulate(&mut self.sums[i], &reference, &simulated, &shape, target.channel_axis) {
+            self.problems[i] = Some(format!("comparing `{}`: {message}", target.name));
+        }
+        Ok(())
+    }
 }
 
 /// Runs `batches` calibration batches (the first ones) through `reference` in float and through
@@ -120,46 +288,31 @@ pub fn compare_to_reference(
 ) -> Result<Vec<ErrorStats>> {
     let reference_exec = Executor::new(reference, ctx.registry, ctx.device, ctx.opsets).in_pass(pass)?;
     let exec = ctx.executor(pass)?;
-    let mut reference_capture = Tap(capture_for(reference, targets, pass)?);
-    let mut capture = Tap(capture_for(ctx.graph, targets, pass)?);
-    let mut sums = vec![Sums::default(); targets.len()];
+    let reference_points = points_for(reference, targets, pass)?;
+    let comparison = Comparison::new(ctx.graph, &exec, points_for(ctx.graph, targets, pass)?);
+    let mut sink =
+        ChannelErrors { targets, sums: vec![Sums::default(); targets.len()], problems: vec![None; targets.len()] };
     let batches = batches.min(ctx.data.batch_count());
     ctx.progress.begin(&format!("{pass}: comparing with float"), batches as u64);
-    let memo = SimulationMemo::new();
     for b in 0..batches {
         let feeds = ctx.batch(b, pass)?;
-        reference_capture.0.values.iter_mut().for_each(|v| *v = None);
-        capture.0.values.iter_mut().for_each(|v| *v = None);
-        reference_exec.run(feeds.clone(), &mut [&mut reference_capture]).in_pass(pass)?;
-        let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant).with_memo(&memo);
-        exec.run(feeds, &mut [&mut sim, &mut capture]).in_pass(pass)?;
+        let (kept, _) = Comparison::keep(&reference_exec, &reference_points, feeds.clone(), is_float).in_pass(pass)?;
+        let Ok(unmet) = comparison.simulate(feeds, kept, &mut sink).in_pass(pass)?;
         for (i, target) in targets.iter().enumerate() {
-            let (reference, simulated) = match (&reference_capture.0.values[i], &capture.0.values[i]) {
-                (Some(r), Some(s)) => (r, s),
-                // Not a float tensor in either graph (an int64 shape output): nothing to compare.
-                (None, None) => continue,
-                _ => {
-                    return Err(PassError::Invalid {
-                        pass,
-                        message: format!("comparing `{}`: computed by one graph only", target.name),
-                    });
-                }
-            };
-            let ((reference, shape), (simulated, sim_shape)) = (reference, simulated);
-            if shape != sim_shape {
+            if let Some(message) = sink.problems[i].take() {
+                return Err(PassError::Invalid { pass, message });
+            }
+            if unmet[i].is_some() {
                 return Err(PassError::Invalid {
                     pass,
-                    message: format!("comparing `{}`: shape {sim_shape:?} against {shape:?}", target.name),
+                    message: format!("comparing `{}`: computed by one graph only", target.name),
                 });
             }
-            accumulate(&mut sums[i], reference, simulated, shape, target.channel_axis).map_err(|message| {
-                PassError::Invalid { pass, message: format!("comparing `{}`: {message}", target.name) }
-            })?;
         }
         ctx.progress.advance(1);
     }
     ctx.progress.finish();
-    Ok(sums.into_iter().map(finish).collect())
+    Ok(sink.sums.into_iter().map(finish).collect())
 }
 
 fn accumulate(

@@ -29,8 +29,9 @@ use burn::backend::{Dispatch, DispatchTensor, TensorMetadata};
 use burn::tensor::{IntDType, Scalar, Shape};
 use mppq_exec::simulation::training::{Adam, LearnableScale, QuantSite, TrainingSimulation, backward, require_grad};
 use mppq_exec::{Device, Executor, Tensor, Value};
-use mppq_ir::quant::{ConfigLocation, ConfigSide, QuantizationState, config_at_mut, dominator_root};
-use mppq_ir::{Graph, VarId, op_roles};
+use mppq_ir::quant::{ConfigLocation, config_at_mut};
+use mppq_ir::{Graph, VarId};
+use mppq_passes::training::reconstruction::learnables::{Learnables, Scope};
 
 /// What trains, and how fast (Adam).
 #[derive(Clone, Debug, PartialEq)]
@@ -78,60 +79,20 @@ impl QatModel {
         let imports = quantizer.model.opset_imports.clone();
         let opsets = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
         let exec = Executor::new(&graph, quantizer.registry(), &device, &opsets)?;
+        let scope = Scope::Graph { weights: options.weights, scales: options.scales };
+        let learnables = Learnables::discover(&graph, scope)?;
         let mut params = Vec::new();
+        for w in &learnables.weights {
+            let Some(value) = graph.variable(w.var)?.value.as_ref() else { continue };
+            params.push((w.var, require_grad(Tensor::from_data(value, &device)?.into_dispatch())));
+        }
         let mut scales = Vec::new();
-        for (id, op) in graph.operations() {
-            let Some(cfg) = op.quant_config.as_ref() else { continue };
-            let roles = op_roles(op);
-            if options.weights {
-                for slot in roles.weight_slots().map(|(s, _, _)| s).chain(roles.bias()) {
-                    let Some(Some(var)) = op.inputs().get(slot).copied() else { continue };
-                    let Some(value) = graph.variable(var)?.value.as_ref().filter(|v| v.dtype().is_float()) else {
-                        continue;
-                    };
-                    if cfg.input_configs.get(slot).and_then(Option::as_ref).is_none_or(|c| !c.state.is_active())
-                        || params.iter().any(|(v, _)| *v == var)
-                    {
-                        continue;
-                    }
-                    params.push((var, require_grad(Tensor::from_data(value, &device)?.into_dispatch())));
-                }
-            }
-            if options.scales {
-                for (side, configs) in
-                    [(ConfigSide::Input, &cfg.input_configs), (ConfigSide::Output, &cfg.output_configs)]
-                {
-                    for (index, c) in configs.iter().enumerate() {
-                        let Some(c) = c else { continue };
-                        if c.state == QuantizationState::Activated
-                            && c.dominated_by.is_none()
-                            && !c.policy.is_floating()
-                            && !c.scale.is_empty()
-                        {
-                            scales.push((
-                                ConfigLocation { op: id, side, index },
-                                LearnableScale::new(c.scale.clone(), &device),
-                            ));
-                        }
-                    }
-                }
+        for group in &learnables.scales {
+            if let Some(leaf) = group.leaf(&graph, &device) {
+                scales.push((group.seed, leaf));
             }
         }
-        let mut sites = Vec::new();
-        for (id, op) in graph.operations() {
-            let Some(cfg) = op.quant_config.as_ref() else { continue };
-            for (side, n) in
-                [(ConfigSide::Input, cfg.input_configs.len()), (ConfigSide::Output, cfg.output_configs.len())]
-            {
-                for index in 0..n {
-                    let loc = ConfigLocation { op: id, side, index };
-                    let Ok(root) = dominator_root(&graph, loc) else { continue };
-                    if let Some(leaf) = scales.iter().position(|(l, _)| *l == root) {
-                        sites.push(((id, side, index), leaf));
-                    }
-                }
-            }
-        }
+        let sites = learnables.sites(&graph);
         if params.is_empty() && scales.is_empty() {
             return Err(qat_error("nothing to train: the model has no quantized weights or calibrated scales".into()));
         }

@@ -25,12 +25,14 @@
 //! batches, simulated as the pipeline simulates, does not fall is put back as it was.
 
 mod blocks;
+pub mod learnables;
 mod rounding;
 mod steps;
 mod tensors;
 
 pub use blocks::{Block, find_blocks, trainable_ops};
-use mppq_ir::quant::{config_slots, variable_of};
+use learnables::{Learnables, Scope};
+use mppq_ir::quant::variable_of;
 use rounding::RoundedWeight;
 use steps::step_data;
 use tensors::tensor_configs;
@@ -43,17 +45,13 @@ use crate::runtime::statistics::GraphMode;
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::{Dispatch, DispatchTensor};
 use burn::tensor::Scalar;
-use mppq_exec::simulation::training::{Adam, LearnableScale, QuantSite, TrainingSimulation, backward, require_grad};
+use mppq_exec::simulation::training::{Adam, LearnableScale, TrainingSimulation, backward, require_grad};
 use mppq_exec::tensor::Kind;
 use mppq_exec::{BurnFakeQuant, Device, Executor, QuantSimulation, Tensor, Value};
-use mppq_ir::quant::{
-    ConfigLocation, ConfigSide, QuantizationState, TensorQuantConfig, config_at, config_at_mut, dominator_root,
-    sync_dominated,
-};
-use mppq_ir::{Graph, VarId, op_roles};
+use mppq_ir::Graph;
+use mppq_ir::quant::{ConfigLocation, TensorQuantConfig, config_at, config_at_mut, sync_dominated};
 use mppq_quant::metrics::snr_db_from_ratio;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// How blocks are cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -385,74 +383,40 @@ fn train_block(
     let ad_targets: Vec<Vec<Tensor>> =
         step_batches.iter().map(|s| s.targets.iter().map(on_ad).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
 
-    // What is learned: rounding variables, and scale leaves (one per root config; a dominated
-    // config in the block follows its root's leaf).
+    // What is learned: rounding variables or float weights, and scale leaves (one per
+    // weight config, one per activation tensor; a dominated config follows its root's leaf).
+    let scope = Scope::Block {
+        ops: &block.ops,
+        whole: ctx.graph,
+        weights: learned.rounding || learned.weights,
+        weight_scales: learned.weight_scale && !learned.rounding,
+        activation_scales: learned.activation_scale,
+        offsets: learned.activation_offset,
+    };
+    let learnables = Learnables::discover(&graph, scope)?;
     let mut rounded: Vec<RoundedWeight> = Vec::new();
     let mut float_weights: Vec<(ParamView, DispatchTensor, f64)> = Vec::new();
-    let mut leaves: Vec<(Vec<ConfigLocation>, LearnableScale)> = Vec::new();
-    for name in &block.ops {
-        let Some(id) = graph.op_id(name) else { continue };
-        let Some(weight) = op_params(&graph, id)?.weight else { continue };
-        let op = graph.operation(id).in_pass(pass)?;
-        let Some((slot, _, _)) = op_roles(op).weight() else { continue };
-        let loc = ConfigLocation { op: id, side: ConfigSide::Input, index: slot };
-        let Some(config) = config_at(&graph, loc).cloned() else { continue };
+    for w in &learnables.weights {
+        let (Some(weight), Some(config)) = (op_params(&graph, w.config.op)?.weight, config_at(&graph, w.config)) else {
+            continue;
+        };
         if learned.rounding {
-            rounded.extend(RoundedWeight::new(weight.var, weight, config, learned.hard_rounding, &ad));
+            rounded.extend(RoundedWeight::new(w.var, weight, config.clone(), learned.hard_rounding, &ad));
             continue;
         }
-        if learned.weights {
-            let rms = (weight.values.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
-                / weight.values.len().max(1) as f64)
-                .sqrt();
-            let leaf = require_grad(Tensor::from_f32(&weight.shape, weight.values.clone(), &ad).into_dispatch());
-            float_weights.push((weight, leaf, setting.weight_rate * rms.max(1e-12)));
-        }
-        if learned.weight_scale && config.dominated_by.is_none() {
-            leaves.push((vec![loc], LearnableScale::new(config.scale.clone(), &ad)));
+        let rms = (weight.values.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
+            / weight.values.len().max(1) as f64)
+            .sqrt();
+        let leaf = require_grad(Tensor::from_f32(&weight.shape, weight.values.clone(), &ad).into_dispatch());
+        float_weights.push((weight, leaf, setting.weight_rate * rms.max(1e-12)));
+    }
+    let mut leaves: Vec<(Vec<ConfigLocation>, LearnableScale)> = Vec::new();
+    for group in &learnables.scales {
+        if let Some(leaf) = group.leaf(&graph, &ad) {
+            leaves.push((group.configs.clone(), leaf));
         }
     }
-    let sites = config_slots(&graph);
-    if learned.activation_scale {
-        // One leaf per activation tensor: every active config on it (the producer's output, the
-        // readers' inputs, inside and outside the block) quantizes it with the same parameters,
-        // and must keep doing so, or the simulation would quantize twice where an export
-        // writes one Q/DQ pair.
-        let mut seen: Vec<VarId> = Vec::new();
-        for &loc in &sites {
-            let Some(c) = config_at(&graph, loc) else { continue };
-            let Some(var) = variable_of(&graph, loc) else { continue };
-            let is_param = graph.variable(var).is_ok_and(|v| v.value.is_some());
-            if seen.contains(&var)
-                || is_param
-                || c.state != QuantizationState::Activated
-                || c.policy.is_floating()
-                || c.dominated_by.is_some()
-            {
-                continue;
-            }
-            seen.push(var);
-            let Some(full_var) = ctx.graph.var_id(graph.var_name(var)) else { continue };
-            if tensor_configs(ctx.graph, full_var, c).is_none() {
-                continue; // configs on it quantize differently (or are dominated from elsewhere)
-            }
-            let Some(locs) = tensor_configs(&graph, var, c) else { continue };
-            let mut leaf = LearnableScale::new(c.scale.clone(), &ad);
-            if learned.activation_offset && !c.policy.is_symmetric() {
-                leaf = leaf.with_offset(c.offset.clone(), &ad);
-            }
-            leaves.push((locs, leaf));
-        }
-    }
-    let leaf_of: HashMap<ConfigLocation, usize> =
-        leaves.iter().enumerate().flat_map(|(i, (locs, _))| locs.iter().map(move |l| (*l, i))).collect();
-    let site_leaf: Vec<(QuantSite, usize)> = sites
-        .iter()
-        .filter_map(|&loc| {
-            let root = dominator_root(&graph, loc).ok()?;
-            Some(((loc.op, loc.side, loc.index), *leaf_of.get(&root)?))
-        })
-        .collect();
+    let site_leaf = learnables.sites(&graph);
 
     let mut sim = TrainingSimulation::new(&graph);
     sim.drop = learned.drop;

@@ -34,7 +34,7 @@ pub use blocks::{Block, find_blocks, trainable_ops};
 use learnables::{Learnables, Scope};
 use mppq_ir::quant::variable_of;
 use rounding::RoundedWeight;
-use steps::step_data;
+use steps::{StepData, step_data};
 use tensors::tensor_configs;
 
 use crate::error::{InPass, PassError, Result};
@@ -45,7 +45,7 @@ use crate::runtime::statistics::GraphMode;
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::{Dispatch, DispatchTensor};
 use burn::tensor::Scalar;
-use mppq_exec::simulation::training::{Adam, LearnableScale, TrainingSimulation, backward, require_grad};
+use mppq_exec::simulation::training::{Adam, LearnableScale, QuantSite, TrainingSimulation, backward, require_grad};
 use mppq_exec::tensor::Kind;
 use mppq_exec::{BurnFakeQuant, Device, Executor, QuantSimulation, Tensor, Value};
 use mppq_ir::Graph;
@@ -239,6 +239,25 @@ fn squared_error(out: &Tensor, target: &Tensor) -> DispatchTensor {
     Dispatch::float_sum(Dispatch::float_mul(d.clone(), d))
 }
 
+/// The squared error of a step's block outputs against their targets, summed over the outputs
+/// in order, tracked; `None` when no output carries an error to learn from.
+fn reconstruction_error(outs: &[(String, Value)], targets: &[Tensor]) -> Option<DispatchTensor> {
+    let mut loss: Option<DispatchTensor> = None;
+    for ((_, out), target) in outs.iter().zip(targets) {
+        // Shapes, indices and masks among the block's outputs carry no error to learn from.
+        let Value::Tensor(out) = out else { continue };
+        if out.kind() != Kind::Float || target.kind() != Kind::Float || out.shape() != target.shape() {
+            continue;
+        }
+        let l = squared_error(out, target);
+        loss = Some(match loss {
+            Some(acc) => Dispatch::float_add(acc, l),
+            None => l,
+        });
+    }
+    loss
+}
+
 fn scalar(t: &DispatchTensor) -> f64 {
     Tensor::from_dispatch(Dispatch::float_detach(t.clone())).to_f64_vec().first().copied().unwrap_or(f64::NAN)
 }
@@ -334,6 +353,9 @@ fn calibration_batch_size(ctx: &PassContext<'_>) -> Option<usize> {
     feeds.iter().find_map(|(_, v)| v.as_tensor()).and_then(|t| t.shape().first().copied())
 }
 
+/// Trains one block (see the module doc): caches its data, makes its trainable variables, runs
+/// the steps, writes what was learned into the block and keeps it in `ctx.graph` only where the
+/// block's output error fell.
 #[allow(clippy::too_many_arguments)]
 fn train_block(
     ctx: &mut PassContext<'_>,
@@ -345,82 +367,279 @@ fn train_block(
     index: usize,
     total: usize,
 ) -> Result<BlockOutcome> {
-    let inputs: Vec<&str> = block.inputs.iter().map(String::as_str).collect();
-    let outputs: Vec<&str> = block.outputs.iter().map(String::as_str).collect();
-    let bytes = setting.cache_mib << 20;
-    std::mem::swap(ctx.graph, float_model);
-    let float = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Float, bytes, setting.batches);
-    std::mem::swap(ctx.graph, float_model);
-    let float = float?;
-    let quant = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Simulated, bytes, setting.batches)?;
-    let entries = float.len().min(quant.len());
-    if entries == 0 {
-        return Err(PassError::Invalid { pass, message: "no calibration batch to train on".into() });
-    }
-    // Float targets: the float block on float inputs.
-    let mut targets: Vec<Vec<Tensor>> = Vec::with_capacity(entries);
-    for i in 0..entries {
-        let outs = float.run(i, &mut [])?;
-        targets.push(outs.into_iter().filter_map(|(_, v)| v.as_tensor().cloned()).collect());
-    }
-    drop(float);
-    let mut graph = quant.graph.clone();
-    let before = block_error(&graph, ctx, &quant, &targets)?;
-
-    let energies: Vec<f64> = targets
-        .iter()
-        .map(|ts| {
-            let floats = ts.iter().filter(|t| t.kind() == Kind::Float);
-            floats.flat_map(|t| t.to_f64_vec()).map(|v| v * v).sum::<f64>()
-        })
-        .collect();
+    let cache = BlockCache::new(ctx, float_model, pass, setting, block)?;
+    let cached = (cache.entries, ctx.data.batch_count());
+    let mut graph = cache.quant.graph.clone();
+    let before = block_error(&graph, ctx, &cache.quant, &cache.targets)?;
     let ad = ctx.device.autodiff();
     let exec = Executor::new(&graph, ctx.registry, &ad, ctx.opsets).in_pass(pass)?;
-    let on_ad = |t: &Tensor| t.to_device(&ad).in_pass(pass);
-    let cached = (0..entries).map(|i| quant.feeds(i)).collect::<Result<Vec<_>>>()?;
-    let lead = calibration_batch_size(ctx);
-    let step_batches = step_data(cached, &targets, &energies, setting.batches_per_step, lead);
-    let ad_targets: Vec<Vec<Tensor>> =
-        step_batches.iter().map(|s| s.targets.iter().map(on_ad).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
-
-    // What is learned: rounding variables or float weights, and scale leaves (one per
-    // weight config, one per activation tensor; a dominated config follows its root's leaf).
-    let scope = Scope::Block {
-        ops: &block.ops,
-        whole: ctx.graph,
-        weights: learned.rounding || learned.weights,
-        weight_scales: learned.weight_scale && !learned.rounding,
-        activation_scales: learned.activation_scale,
-        offsets: learned.activation_offset,
+    let steps = cache.steps(ctx, pass, setting, &ad)?;
+    let mut vars = Trainables::new(ctx, &graph, block, learned, setting, &ad)?;
+    let label = format!("{pass} block {}/{total}", index + 1);
+    let Some(done) = run_steps(ctx, pass, &label, &exec, &graph, &steps, &mut vars, learned, setting, before)? else {
+        return Ok(BlockOutcome { before, after: before, kept: false, steps: 0, cached });
     };
-    let learnables = Learnables::discover(&graph, scope)?;
-    let mut rounded: Vec<RoundedWeight> = Vec::new();
-    let mut float_weights: Vec<(ParamView, DispatchTensor, f64)> = Vec::new();
-    for w in &learnables.weights {
-        let (Some(weight), Some(config)) = (op_params(&graph, w.config.op)?.weight, config_at(&graph, w.config)) else {
-            continue;
-        };
-        if learned.rounding {
-            rounded.extend(RoundedWeight::new(w.var, weight, config.clone(), learned.hard_rounding, &ad));
-            continue;
-        }
-        let rms = (weight.values.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
-            / weight.values.len().max(1) as f64)
-            .sqrt();
-        let leaf = require_grad(Tensor::from_f32(&weight.shape, weight.values.clone(), &ad).into_dispatch());
-        float_weights.push((weight, leaf, setting.weight_rate * rms.max(1e-12)));
+    let learnt = vars.write_into(&mut graph, pass)?;
+    let after = block_error(&graph, ctx, &cache.quant, &cache.targets)?;
+    let kept = after < before;
+    if kept {
+        learnt.write_into(ctx.graph, pass)?;
     }
-    let mut leaves: Vec<(Vec<ConfigLocation>, LearnableScale)> = Vec::new();
-    for group in &learnables.scales {
-        if let Some(leaf) = group.leaf(&graph, &ad) {
-            leaves.push((group.configs.clone(), leaf));
-        }
-    }
-    let site_leaf = learnables.sites(&graph);
+    Ok(BlockOutcome { before, after, kept, steps: done, cached })
+}
 
-    let mut sim = TrainingSimulation::new(&graph);
+/// What one block trains on: its simulated runner with the cached inputs and, per cached batch,
+/// the float block's outputs (the targets).
+struct BlockCache {
+    quant: BlockRunner,
+    targets: Vec<Vec<Tensor>>,
+    /// Cached batches (within `batches` and `cache_mib`).
+    entries: usize,
+}
+
+impl BlockCache {
+    /// Caches the block's inputs from the simulated graph, and its targets from the float block
+    /// of `float_model` on float inputs.
+    fn new(
+        ctx: &mut PassContext<'_>,
+        float_model: &mut Graph,
+        pass: &'static str,
+        setting: &ReconstructionSetting,
+        block: &Block,
+    ) -> Result<Self> {
+        let inputs: Vec<&str> = block.inputs.iter().map(String::as_str).collect();
+        let outputs: Vec<&str> = block.outputs.iter().map(String::as_str).collect();
+        let bytes = setting.cache_mib << 20;
+        std::mem::swap(ctx.graph, float_model);
+        let float = BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Float, bytes, setting.batches);
+        std::mem::swap(ctx.graph, float_model);
+        let float = float?;
+        let quant =
+            BlockRunner::new_limited(ctx, pass, &inputs, &outputs, GraphMode::Simulated, bytes, setting.batches)?;
+        let entries = float.len().min(quant.len());
+        if entries == 0 {
+            return Err(PassError::Invalid { pass, message: "no calibration batch to train on".into() });
+        }
+        // Float targets: the float block on float inputs.
+        let mut targets: Vec<Vec<Tensor>> = Vec::with_capacity(entries);
+        for i in 0..entries {
+            let outs = float.run(i, &mut [])?;
+            targets.push(outs.into_iter().filter_map(|(_, v)| v.as_tensor().cloned()).collect());
+        }
+        Ok(Self { quant, targets, entries })
+    }
+
+    /// The training steps' data ([`step_data`]), with their targets on the autodiff device `ad`.
+    fn steps(
+        &self,
+        ctx: &PassContext<'_>,
+        pass: &'static str,
+        setting: &ReconstructionSetting,
+        ad: &Device,
+    ) -> Result<Steps> {
+        let energies: Vec<f64> = self
+            .targets
+            .iter()
+            .map(|ts| {
+                let floats = ts.iter().filter(|t| t.kind() == Kind::Float);
+                floats.flat_map(|t| t.to_f64_vec()).map(|v| v * v).sum::<f64>()
+            })
+            .collect();
+        let cached = (0..self.entries).map(|i| self.quant.feeds(i)).collect::<Result<Vec<_>>>()?;
+        let lead = calibration_batch_size(ctx);
+        let data = step_data(cached, &self.targets, &energies, setting.batches_per_step, lead);
+        let targets: Vec<Vec<Tensor>> = data
+            .iter()
+            .map(|s| s.targets.iter().map(|t| t.to_device(ad).in_pass(pass)).collect::<Result<Vec<_>>>())
+            .collect::<Result<_>>()?;
+        Ok(Steps { data, targets })
+    }
+}
+
+/// The training steps' data, and their targets on the autodiff device.
+struct Steps {
+    data: Vec<StepData>,
+    targets: Vec<Vec<Tensor>>,
+}
+
+/// What a block learns, as tracked leaves: rounding variables, float weights (with their Adam
+/// rates), and scale leaves with the configs each writes; `site_leaf` maps every config of the
+/// block to its leaf.
+struct Trainables {
+    rounded: Vec<RoundedWeight>,
+    float_weights: Vec<(ParamView, DispatchTensor, f64)>,
+    leaves: Vec<(Vec<ConfigLocation>, LearnableScale)>,
+    site_leaf: Vec<(QuantSite, usize)>,
+}
+
+impl Trainables {
+    /// The block's learnables ([`Learnables`]: rounding variables or float weights, one scale
+    /// leaf per weight config and per activation tensor; a dominated config follows its root's
+    /// leaf) as leaves on the autodiff device `ad`.
+    fn new(
+        ctx: &PassContext<'_>,
+        graph: &Graph,
+        block: &Block,
+        learned: Learned,
+        setting: &ReconstructionSetting,
+        ad: &Device,
+    ) -> Result<Self> {
+        let scope = Scope::Block {
+            ops: &block.ops,
+            whole: ctx.graph,
+            weights: learned.rounding || learned.weights,
+            weight_scales: learned.weight_scale && !learned.rounding,
+            activation_scales: learned.activation_scale,
+            offsets: learned.activation_offset,
+        };
+        let learnables = Learnables::discover(graph, scope)?;
+        let mut rounded: Vec<RoundedWeight> = Vec::new();
+        let mut float_weights: Vec<(ParamView, DispatchTensor, f64)> = Vec::new();
+        for w in &learnables.weights {
+            let (Some(weight), Some(config)) = (op_params(graph, w.config.op)?.weight, config_at(graph, w.config))
+            else {
+                continue;
+            };
+            if learned.rounding {
+                rounded.extend(RoundedWeight::new(w.var, weight, config.clone(), learned.hard_rounding, ad));
+                continue;
+            }
+            let rms = (weight.values.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
+                / weight.values.len().max(1) as f64)
+                .sqrt();
+            let leaf = require_grad(Tensor::from_f32(&weight.shape, weight.values.clone(), ad).into_dispatch());
+            float_weights.push((weight, leaf, setting.weight_rate * rms.max(1e-12)));
+        }
+        let mut leaves: Vec<(Vec<ConfigLocation>, LearnableScale)> = Vec::new();
+        for group in &learnables.scales {
+            if let Some(leaf) = group.leaf(graph, ad) {
+                leaves.push((group.configs.clone(), leaf));
+            }
+        }
+        let site_leaf = learnables.sites(graph);
+        Ok(Self { rounded, float_weights, leaves, site_leaf })
+    }
+
+    /// Every tracked leaf with its Adam rate: rounding variables, float weights, scale factors
+    /// (each followed by its offset shift, where learned).
+    fn params(&mut self, learned: Learned, setting: &ReconstructionSetting) -> (Vec<&mut DispatchTensor>, Vec<f64>) {
+        let mut params: Vec<&mut DispatchTensor> = Vec::new();
+        let mut rates = Vec::new();
+        for r in self.rounded.iter_mut() {
+            params.push(&mut r.v);
+            rates.push(learned.rounding_rate);
+        }
+        for (_, leaf, rate) in self.float_weights.iter_mut() {
+            params.push(leaf);
+            rates.push(*rate);
+        }
+        for (_, leaf) in self.leaves.iter_mut() {
+            params.push(&mut leaf.factor);
+            rates.push(setting.scale_rate);
+            if let Some(offset) = leaf.offset.as_mut() {
+                params.push(&mut offset.shift);
+                rates.push(setting.offset_rate);
+            }
+        }
+        (params, rates)
+    }
+
+    /// Writes the learned values into the block `graph` (rounded weights on their grid, float
+    /// weights, scales and offsets; dominated configs follow, bias scales are derived again) and
+    /// returns them, for [`LearntBlock::write_into`] the full graph.
+    fn write_into(&self, graph: &mut Graph, pass: &'static str) -> Result<LearntBlock> {
+        let mut weights: Vec<ParamView> = Vec::new();
+        for r in &self.rounded {
+            let hard = r.hard();
+            write_param(graph, &hard)?;
+            weights.push(hard);
+        }
+        for (view, leaf, _) in &self.float_weights {
+            let values = Tensor::from_dispatch(Dispatch::float_detach(leaf.clone())).to_f32_vec();
+            let trained = ParamView { values, ..view.clone() };
+            write_param(graph, &trained)?;
+            weights.push(trained);
+        }
+        // (the block's configs, tensor name, the config it had, the learned scale and offset)
+        let scales: Vec<(Vec<ConfigLocation>, String, TensorQuantConfig, Learnt)> = self
+            .leaves
+            .iter()
+            .filter_map(|(locs, leaf)| {
+                let first = *locs.first()?;
+                let var = variable_of(graph, first)?;
+                let config = config_at(graph, first)?.clone();
+                let learnt = Learnt { scale: leaf.values(), offset: leaf.offsets(&config) };
+                Some((locs.clone(), graph.var_name(var).to_string(), config, learnt))
+            })
+            .collect();
+        for (locs, _, _, learnt) in &scales {
+            for loc in locs.iter() {
+                if let Some(c) = config_at_mut(graph, *loc) {
+                    learnt.write(c);
+                }
+            }
+        }
+        sync_dominated(graph).in_pass(pass)?;
+        if !self.leaves.is_empty() || !self.float_weights.is_empty() {
+            // Bias scales are input scale × weight scale (the integer kernels require it).
+            mppq_quant::calibrate::rederive_biases(graph).in_pass(pass)?;
+        }
+        Ok(LearntBlock {
+            weights,
+            scales: scales.into_iter().map(|(_, name, original, learnt)| (name, original, learnt)).collect(),
+        })
+    }
+}
+
+/// What a block learned, by name: its weights and, per tensor, the config it had and the learned
+/// scale and offset.
+struct LearntBlock {
+    weights: Vec<ParamView>,
+    scales: Vec<(String, TensorQuantConfig, Learnt)>,
+}
+
+impl LearntBlock {
+    /// Keeps what the block learned: writes it into `graph` (the full one), each scale to every
+    /// config that quantized its tensor as it had been; dominated configs follow.
+    fn write_into(self, graph: &mut Graph, pass: &'static str) -> Result<()> {
+        for view in &self.weights {
+            let var = graph.var_named(&view.name).in_pass(pass)?;
+            write_param(graph, &ParamView { var, ..view.clone() })?;
+        }
+        for (name, original, learnt) in self.scales {
+            let Some(var) = graph.var_id(&name) else { continue };
+            for loc in tensor_configs(graph, var, &original).unwrap_or_default() {
+                if let Some(c) = config_at_mut(graph, loc) {
+                    learnt.write(c);
+                }
+            }
+        }
+        sync_dominated(graph).in_pass(pass)?;
+        Ok(())
+    }
+}
+
+/// Runs the training steps (see the module doc) on `exec` (the block `graph` on the autodiff
+/// device) and moves `vars` with Adam; returns the steps done, or `None` when an output left the
+/// autodiff device (then nothing can train: the block stays as it is).
+#[allow(clippy::too_many_arguments)]
+fn run_steps(
+    ctx: &mut PassContext<'_>,
+    pass: &'static str,
+    label: &str,
+    exec: &Executor,
+    graph: &Graph,
+    steps_data: &Steps,
+    vars: &mut Trainables,
+    learned: Learned,
+    setting: &ReconstructionSetting,
+    before: f64,
+) -> Result<Option<usize>> {
+    let ad = exec.device();
+    let on_ad = |t: &Tensor| t.to_device(ad).in_pass(pass);
+    let mut sim = TrainingSimulation::new(graph);
     sim.drop = learned.drop;
-    sim.prequantized = rounded.iter().map(|r| r.var).collect();
+    sim.prequantized = vars.rounded.iter().map(|r| r.var).collect();
     let steps = setting.steps;
     let warm = (setting.warmup * steps as f64) as usize;
     let mut adam = Adam::default();
@@ -428,12 +647,13 @@ fn train_block(
     let mut ema = 0.0;
     let mut since_best = 0;
     let mut done = 0;
-    ctx.progress.begin(&format!("{pass} block {}/{total}", index + 1), steps as u64);
+    ctx.progress.begin(label, steps as u64);
     for step in 0..steps {
-        let entry = step % step_batches.len();
-        sim.substitutes = rounded.iter().map(|r| (r.var, Value::Tensor(Tensor::from_dispatch(r.weight())))).collect();
-        sim.learnable = site_leaf.iter().map(|(site, i)| (*site, leaves[*i].1.clone())).collect();
-        let feeds = step_batches[entry]
+        let entry = step % steps_data.data.len();
+        sim.substitutes =
+            vars.rounded.iter().map(|r| (r.var, Value::Tensor(Tensor::from_dispatch(r.weight())))).collect();
+        sim.learnable = vars.site_leaf.iter().map(|(site, i)| (*site, vars.leaves[*i].1.clone())).collect();
+        let feeds = steps_data.data[entry]
             .feeds
             .iter()
             .map(|(n, v)| match v {
@@ -446,62 +666,26 @@ fn train_block(
         // run on their own executors) has no gradient to follow: the block is left as it is.
         if outs.iter().any(|(_, v)| v.as_tensor().is_some_and(|t| !Device::of(t.dispatch()).is_autodiff())) {
             ctx.progress.finish();
-            return Ok(BlockOutcome {
-                before,
-                after: before,
-                kept: false,
-                steps: 0,
-                cached: (entries, ctx.data.batch_count()),
-            });
+            return Ok(None);
         }
-        let mut loss: Option<DispatchTensor> = None;
-        for ((_, out), target) in outs.iter().zip(&ad_targets[entry]) {
-            // Shapes, indices and masks among the block's outputs carry no error to learn from.
-            let Value::Tensor(out) = out else { continue };
-            if out.kind() != Kind::Float || target.kind() != Kind::Float || out.shape() != target.shape() {
-                continue;
-            }
-            let l = squared_error(out, target);
-            loss = Some(match loss {
-                Some(acc) => Dispatch::float_add(acc, l),
-                None => l,
-            });
-        }
-        let Some(loss) = loss else { break };
+        let Some(loss) = reconstruction_error(&outs, &steps_data.targets[entry]) else { break };
         // Relative to round-to-nearest: 1 where training starts from, whatever the block's scale.
         let mut loss = Dispatch::float_div_scalar(
             loss,
-            Scalar::from((step_batches[entry].energy * before).max(f64::MIN_POSITIVE)),
+            Scalar::from((steps_data.data[entry].energy * before).max(f64::MIN_POSITIVE)),
         );
         let rec = scalar(&loss);
         let annealing = step >= warm && learned.rounding && !learned.hard_rounding;
         if annealing {
             let t = (step - warm) as f64 / (steps - warm).max(1) as f64;
             let beta = setting.beta.1 + (setting.beta.0 - setting.beta.1) * (1.0 - t);
-            for r in &rounded {
+            for r in &vars.rounded {
                 let reg = Dispatch::float_mul_scalar(r.regularizer(beta), Scalar::from(setting.regularization));
                 loss = Dispatch::float_add(loss, reg);
             }
         }
         let grads = backward(loss);
-        let mut params: Vec<&mut DispatchTensor> = Vec::new();
-        let mut rates = Vec::new();
-        for r in rounded.iter_mut() {
-            params.push(&mut r.v);
-            rates.push(learned.rounding_rate);
-        }
-        for (_, leaf, rate) in float_weights.iter_mut() {
-            params.push(leaf);
-            rates.push(*rate);
-        }
-        for (_, leaf) in leaves.iter_mut() {
-            params.push(&mut leaf.factor);
-            rates.push(setting.scale_rate);
-            if let Some(offset) = leaf.offset.as_mut() {
-                params.push(&mut offset.shift);
-                rates.push(setting.offset_rate);
-            }
-        }
+        let (mut params, rates) = vars.params(learned, setting);
         adam.step(&mut params, &rates, &grads);
         done = step + 1;
         ctx.progress.advance(1);
@@ -517,65 +701,11 @@ fn train_block(
         } else {
             since_best += 1;
         }
-        let settled = !annealing || rounded.iter().all(|r| r.settled() > 0.99);
+        let settled = !annealing || vars.rounded.iter().all(|r| r.settled() > 0.99);
         if since_best >= setting.patience && settled && (annealing || !learned.rounding) {
             break;
         }
     }
     ctx.progress.finish();
-
-    // The learned values into the block graph, measured as the pipeline simulates.
-    let mut written: Vec<ParamView> = Vec::new();
-    for r in &rounded {
-        let hard = r.hard();
-        write_param(&mut graph, &hard)?;
-        written.push(hard);
-    }
-    for (view, leaf, _) in &float_weights {
-        let values = Tensor::from_dispatch(Dispatch::float_detach(leaf.clone())).to_f32_vec();
-        let trained = ParamView { values, ..view.clone() };
-        write_param(&mut graph, &trained)?;
-        written.push(trained);
-    }
-    // (the block's configs, tensor name, the config it had, the learned scale and offset)
-    let scales: Vec<(&[ConfigLocation], String, TensorQuantConfig, Learnt)> = leaves
-        .iter()
-        .filter_map(|(locs, leaf)| {
-            let first = *locs.first()?;
-            let var = variable_of(&graph, first)?;
-            let config = config_at(&graph, first)?.clone();
-            let learnt = Learnt { scale: leaf.values(), offset: leaf.offsets(&config) };
-            Some((locs.as_slice(), graph.var_name(var).to_string(), config, learnt))
-        })
-        .collect();
-    for (locs, _, _, learnt) in &scales {
-        for loc in locs.iter() {
-            if let Some(c) = config_at_mut(&mut graph, *loc) {
-                learnt.write(c);
-            }
-        }
-    }
-    sync_dominated(&mut graph).in_pass(pass)?;
-    if !leaves.is_empty() || !float_weights.is_empty() {
-        // Bias scales are input scale × weight scale (the integer kernels require it).
-        mppq_quant::calibrate::rederive_biases(&mut graph).in_pass(pass)?;
-    }
-    let after = block_error(&graph, ctx, &quant, &targets)?;
-    let kept = after < before;
-    if kept {
-        for view in &written {
-            let var = ctx.graph.var_named(&view.name).in_pass(pass)?;
-            write_param(ctx.graph, &ParamView { var, ..view.clone() })?;
-        }
-        for (_, name, original, learnt) in scales {
-            let Some(var) = ctx.graph.var_id(&name) else { continue };
-            for loc in tensor_configs(ctx.graph, var, &original).unwrap_or_default() {
-                if let Some(c) = config_at_mut(ctx.graph, loc) {
-                    learnt.write(c);
-                }
-            }
-        }
-        sync_dominated(ctx.graph).in_pass(pass)?;
-    }
-    Ok(BlockOutcome { before, after, kept, steps: done, cached: (entries, ctx.data.batch_count()) })
+    Ok(Some(done))
 }

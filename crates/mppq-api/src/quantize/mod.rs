@@ -167,7 +167,7 @@ impl ModelQuantizer {
         let run = GraphRun {
             setting: &self.setting,
             quantizer: &self.quantizer,
-            dispatcher: self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string()),
+            dispatcher: self.dispatcher_name(),
             registry: &self.registry,
             device: &self.device,
             exporters: &self.exporters,
@@ -184,6 +184,11 @@ impl ModelQuantizer {
         Ok(())
     }
 
+    /// The dispatcher the run uses: the setting's, else the platform's own.
+    fn dispatcher_name(&self) -> String {
+        self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string())
+    }
+
     /// The dispatch [`Self::quantize`] will decide, without quantizing: the same structural
     /// passes and dispatcher on a copy of the model (`mppq dispatch`). The bodies of If/Loop
     /// operations are dispatched when they are quantized and are not shown.
@@ -191,7 +196,7 @@ impl ModelQuantizer {
         let mut graph = self.model.graph.clone();
         let imports = self.model.opset_imports.clone();
         let opset = move |d: &str| mppq_ir::graph::lookup_opset(&imports, d).unwrap_or(0);
-        let dispatcher = self.setting.dispatcher.clone().unwrap_or_else(|| self.platform.dispatcher().to_string());
+        let dispatcher = self.dispatcher_name();
         let dispatch = dispatch_step(self.quantizer.as_ref(), dispatcher, &self.setting.ignore);
         let mut passes = Pipeline::until_dispatch(&self.setting.pipeline, dispatch)?;
         let none: Vec<mppq_quant::Feeds> = Vec::new();

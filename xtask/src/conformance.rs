@@ -201,6 +201,14 @@ fn run_case(case: &Case, registry: &OpRegistry, device: &Device) -> (Outcome, St
         Ok(m) => m,
         Err(e) => return (Outcome::Unsupported, format!("load: {e}")),
     };
+    // One place decides the opsets mppq accepts: a case past it would pass here and be refused
+    // by `mppq run` (it was, for opset 27).
+    if let Some(opset) = model.opset("").filter(|o| *o > mppq_onnx::MAX_OPSET) {
+        return (
+            Outcome::Failed,
+            format!("opset {opset} is past mppq_onnx::MAX_OPSET ({}): raise it", mppq_onnx::MAX_OPSET),
+        );
+    }
     let opsets = |d: &str| model.opset(d).unwrap_or(0);
     let exec = match Executor::new(&model.graph, registry, device, &opsets) {
         Ok(x) => x,

@@ -217,6 +217,55 @@ fn imported_ranges_replace_the_calibrated_ones() {
     assert!(err.contains("the file has 8 bits, the model's config 4"), "{err}");
 }
 
+/// Range files no grid can come from, or that would quantize a tensor to a constant, are refused
+/// naming the file and the tensor (they panicked, or gave 1.5 dB without a word); so are
+/// duplicate entries (last won) and tensors the file keeps in float (ignored).
+#[test]
+fn implausible_range_files_are_refused_naming_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let quantize = |name: &str, text: &str| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let setting = mppq_api::QuantizeSetting { import_ranges: Some(file), ..Default::default() };
+        let mut progress = mppq_api::passes::NoProgress;
+        mppq_api::quantize::quantize_to_dir(
+            &testdata().join("tiny_cnn.onnx"),
+            &testdata().join("tiny_cnn_calib"),
+            setting,
+            &dir.path().join(format!("out-{name}")),
+            &mut progress,
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| panic!("{name} was accepted"))
+    };
+    let ort = |lowest: f64, highest: f64| {
+        format!(
+            r#"{{"CLS": "TensorsData", "data": {{"relu1": {{"lowest": {lowest}, "highest": {highest}}}, "relu2": {{"lowest": 0.0, "highest": 5.6}}}}}}"#
+        )
+    };
+    let cases = [
+        ("zero.cache", "TRT-8601-EntropyCalibration2\nrelu1: 00000000\n".to_string(), "has no width"),
+        ("negzero.cache", "TRT-8601-EntropyCalibration2\nrelu1: 80000000\n".to_string(), "has no width"),
+        ("zero_dr.json", r#"{"act_quant_info": {"relu1": 0}}"#.to_string(), "has no width"),
+        ("zero_ort.json", ort(0.0, 0.0), "has no width"),
+        ("huge.json", ort(0.0, 1e38), "quantized to a constant"),
+        ("negative.json", ort(-10.0, -5.0), "quantized to a constant"),
+        ("dup_key.json", r#"{"act_quant_info": {"relu1": 4.4, "relu1": 3.0}}"#.to_string(), "appears twice"),
+        ("dup.cache", "TRT-8601-EntropyCalibration2\nrelu1: 3d0f606a\nrelu1: 3d0f606a\n".to_string(), "listed twice"),
+        (
+            "float.encodings",
+            r#"{"version": "1.0.0", "activation_encodings": [{"name": "relu1", "dtype": "FLOAT", "enc_type": "PER_TENSOR", "bw": 16}], "param_encodings": []}"#
+                .to_string(),
+            "keeps 1 tensor(s) in floating point",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let err = quantize(name, &text);
+        assert!(err.contains(expected) && err.contains(name) && err.contains("relu1"), "{name}: {err}");
+    }
+}
+
 fn configured_from(quant_json: &Path) -> Model {
     let mut m = mppq_api::onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
     mppq_api::quantize::apply_quant_config(&mut m, quant_json, &Default::default()).unwrap();

@@ -115,6 +115,87 @@ fn ignore_items_that_match_nothing_are_refused() {
     }
 }
 
+/// An `--ignore` item naming an operation exactly ignores it (a bare word was taken as an op
+/// type only: accepted by the check, ignored by the dispatch).
+#[test]
+fn ignore_by_exact_operation_name_ignores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let setting = QuantizeSetting { ignore: vec!["conv1".into()], ..Default::default() };
+    quantize(&testdata().join("tiny_cnn.onnx"), setting, &dir.path().join("q")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("q/quant.json")).unwrap()).unwrap();
+    let precision = json["operations"]["conv1"]["precision"].as_str().unwrap_or_default().to_string();
+    assert_eq!(precision, "fp32", "conv1");
+}
+
+/// Settings serde accepts but no run can use are refused up front, naming the key, whatever the
+/// setting came from (they were taken as they came: 0 batches, NaN ratios, 4e9 histogram bins
+/// with the default observer, unbounded loop counts, no exporter at all).
+#[test]
+fn unusable_settings_are_refused_naming_the_key() {
+    type Change = Box<dyn Fn(&mut QuantizeSetting)>;
+    let cases: Vec<(&str, Change)> = vec![
+        ("bias_correction.batches = 0", Box::new(|s| s.pipeline.bias_correction.batches = 0)),
+        ("bias_correction.rounds = 1000000000", Box::new(|s| s.pipeline.bias_correction.rounds = 1_000_000_000)),
+        ("mixed_range_concat.ratio = NaN", Box::new(|s| s.pipeline.mixed_range_concat.ratio = f32::NAN)),
+        ("calibration.bins = 4000000000", Box::new(|s| s.pipeline.calibration.bins = 4_000_000_000)),
+        ("calibration.bins = 1", Box::new(|s| s.pipeline.calibration.bins = 1)),
+        ("block_reconstruction.steps = 1000000000000", Box::new(|s| s.pipeline.block_reconstruction.steps = 1 << 40)),
+        ("equalization.iterations = 0", Box::new(|s| s.pipeline.equalization.iterations = 0)),
+        ("max_tensor_mib = 0", Box::new(|s| s.max_tensor_mib = Some(0))),
+        ("max_loop_iterations = 0", Box::new(|s| s.max_loop_iterations = Some(0))),
+        ("exporters = []", Box::new(|s| s.exporters = Some(Vec::new()))),
+    ];
+    for (expected, change) in cases {
+        let mut setting = QuantizeSetting::default();
+        change(&mut setting);
+        let err = mppq_api::load_quantizer(&testdata().join("tiny_cnn.onnx"), setting).err().unwrap().to_string();
+        let key = expected.split(" = ").next().unwrap();
+        assert!(err.contains(key), "{expected}: {err}");
+    }
+}
+
+/// Data options that name nothing here are refused (they were ignored): an input shape for an
+/// input the model lacks or for data that are not raw files, image options for `.npy` data.
+#[test]
+fn data_options_that_name_nothing_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |change: &dyn Fn(&mut QuantizeSetting)| {
+        let mut setting = QuantizeSetting::default();
+        change(&mut setting);
+        quantize(&testdata().join("tiny_cnn.onnx"), setting, &dir.path().join("q")).err().unwrap()
+    };
+    let err = run(&|s| {
+        s.data.input_shape.insert("nosuch".into(), vec![1, 3, 32, 32]);
+    });
+    assert!(err.contains("`nosuch`, which is no input") && err.contains("input"), "{err}");
+    let err = run(&|s| {
+        s.data.input_shape.insert(String::new(), vec![1, 3, 32, 32]);
+    });
+    assert!(err.contains("applies to raw `.bin` files"), "{err}");
+    let err = run(&|s| s.data.image.resize = Some("32".into()));
+    assert!(err.contains("image options") && err.contains("`.npy`/`.npz`"), "{err}");
+}
+
+/// A calibration folder with symbolic links back to itself is read once per real file (two
+/// loops walked exponentially; one counted an image as 41 batches, silently).
+#[cfg(unix)]
+#[test]
+fn calibration_folders_with_link_loops_are_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let calib = dir.path().join("calib");
+    std::fs::create_dir(&calib).unwrap();
+    let first =
+        std::fs::read_dir(testdata().join("tiny_cnn_calib")).unwrap().flatten().map(|e| e.path()).min().unwrap();
+    std::fs::copy(&first, calib.join("a.npz")).unwrap();
+    std::os::unix::fs::symlink(&calib, calib.join("loop1")).unwrap();
+    std::os::unix::fs::symlink(&calib, calib.join("loop2")).unwrap();
+    let model = mppq_api::onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
+    let set = mppq_api::data::calib::CalibrationSet::from_path(&model, &calib, None).unwrap();
+    assert_eq!(set.len(), 1);
+    assert!(set.notes().iter().any(|n| n.contains("2 link(s) lead to data already read")), "{:?}", set.notes());
+}
+
 /// An operator whose output size comes from data (Tile, Pad, Expand, ConstantOfShape) and would
 /// exceed the tensor budget is an error naming the node, not an allocation abort; the budget is
 /// the user's to set.

@@ -88,6 +88,21 @@ impl IgnoredScope {
         self
     }
 
+    /// The user's `--ignore` items. An item names operations by type or by name (a glob, or an
+    /// exact name): it matches an operation either way ([`IgnoredScope::item_matches`]), so a
+    /// bare `conv1` ignores the operation named so, and `Softmax` every Softmax.
+    pub fn from_items(items: &[String]) -> Self {
+        items.iter().fold(Self::default(), |scope, item| {
+            let scope = if item.contains(['*', '?']) { scope } else { scope.with_type(item.clone()) };
+            scope.with_name(item.clone())
+        })
+    }
+
+    /// Whether an `--ignore` item matches an operation of this type and name.
+    pub fn item_matches(item: &str, op_type: &str, op_name: &str) -> bool {
+        item == op_type || glob_match(item, op_name)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.types.is_empty() && self.names.is_empty() && self.subgraphs.is_empty()
     }

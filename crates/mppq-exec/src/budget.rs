@@ -4,8 +4,9 @@
 //! allocation failure that aborts the process. Process-wide, as a kernel has no handle on the
 //! run's settings; `mppq` sets it from `max_tensor_mib` / `--max-tensor-mib`.
 //!
-//! Beside it, the iteration budget of one Loop (`max_loop_iterations`): unlimited by default,
-//! as in ONNX Runtime, so a model whose loop never ends runs until stopped unless a limit is set.
+//! Beside it, the iteration budget of one Loop (`max_loop_iterations`): [`DEFAULT_MAX_LOOP_ITERATIONS`]
+//! unless set. ONNX Runtime has no limit, so a hostile trip count of 2^62 runs until stopped
+//! there; here it is an error naming the node and the setting that raises it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -26,27 +27,40 @@ pub fn max_tensor_bytes() -> u64 {
     }
 }
 
-/// 0: no limit.
+/// Iterations one run of a Loop may take unless `max_loop_iterations` says otherwise: far more
+/// than decoding loops, NMS or beam searches take (thousands), far fewer than a loop that never
+/// ends would run before anyone notices.
+pub const DEFAULT_MAX_LOOP_ITERATIONS: u64 = 1_000_000;
+
+/// 0: not set, use [`DEFAULT_MAX_LOOP_ITERATIONS`].
 static MAX_LOOP_ITERATIONS: AtomicU64 = AtomicU64::new(0);
 
-/// Sets the most iterations one run of a Loop may take (0: no limit, the default).
+/// Sets the most iterations one run of a Loop may take (0: the default again).
 pub fn set_max_loop_iterations(iterations: u64) {
     MAX_LOOP_ITERATIONS.store(iterations, Ordering::Relaxed);
 }
 
-/// The iteration limit in force, if any.
-pub fn max_loop_iterations() -> Option<u64> {
+/// The iteration limit in force.
+pub fn max_loop_iterations() -> u64 {
     match MAX_LOOP_ITERATIONS.load(Ordering::Relaxed) {
-        0 => None,
-        n => Some(n),
+        0 => DEFAULT_MAX_LOOP_ITERATIONS,
+        n => n,
     }
 }
 
-/// Half the machine's physical memory (Linux: `/proc/meminfo`), else 8 GiB: one tensor larger
-/// than that leaves no room for the rest of a run.
+/// Half the memory this process may use, else 8 GiB: one tensor larger than that leaves no
+/// room for the rest of a run.
 pub fn default_max_tensor_bytes() -> u64 {
     static DEFAULT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *DEFAULT.get_or_init(|| physical_memory().map_or(8 << 30, |m| m / 2))
+    *DEFAULT.get_or_init(|| usable_memory().map_or(8 << 30, |m| m / 2))
+}
+
+/// The memory this process may use: the least of the machine's physical memory
+/// (`/proc/meminfo`), its cgroup's limit (a container's `memory.max`, v2 or v1) and its
+/// address-space limit (`ulimit -v`, from `/proc/self/limits`). Only the first was read before,
+/// so under a container or `ulimit` limit a tensor within the budget aborted the process.
+pub fn usable_memory() -> Option<u64> {
+    [physical_memory(), cgroup_limit(), address_space_limit()].into_iter().flatten().min()
 }
 
 fn physical_memory() -> Option<u64> {
@@ -54,6 +68,36 @@ fn physical_memory() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+/// `memory.max` of this process's cgroup (v2), or v1's `memory.limit_in_bytes`; `max` or an
+/// absurdly large v1 value means no limit.
+fn cgroup_limit() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut candidates = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if controllers.is_empty() {
+            candidates.push(format!("/sys/fs/cgroup{path}/memory.max"));
+            candidates.push("/sys/fs/cgroup/memory.max".to_string());
+        } else if controllers.split(',').any(|c| c == "memory") {
+            candidates.push(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"));
+            candidates.push("/sys/fs/cgroup/memory/memory.limit_in_bytes".to_string());
+        }
+    }
+    candidates
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|t| t.trim().parse::<u64>().ok())
+        .find(|&b| b < (1 << 62))
+}
+
+/// The soft `Max address space` of `/proc/self/limits` (`ulimit -v`), in bytes.
+fn address_space_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
 }
 
 /// The element count of `shape`, or a message saying why a tensor of it, `element_bytes` per

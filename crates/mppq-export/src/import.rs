@@ -37,11 +37,107 @@ pub fn read_ranges(path: &Path) -> Result<(&'static str, Vec<ImportedValue>)> {
             format!("is not a range file mppq reads (formats: {}); see docs/platforms.md", names.join(", ")),
         ));
     };
-    let values = (reader.read)(&text).map_err(|m| ExportError::data(path, format!("{} file: {m}", reader.name)))?;
+    let bad = |m: String| ExportError::data(path, format!("{} file: {m}", reader.name));
+    if let Some(key) = duplicate_json_key(&text) {
+        return Err(bad(format!("`{key}` appears twice in one object (which one is meant?): keep one")));
+    }
+    let values = (reader.read)(&text).map_err(bad)?;
     if values.is_empty() {
         return Err(ExportError::data(path, format!("{} file lists no tensor", reader.name)));
     }
+    let mut seen = std::collections::HashSet::new();
+    for value in &values {
+        if !seen.insert(value.name()) {
+            return Err(bad(format!("tensor `{}` is listed twice (which one is meant?): keep one", value.name())));
+        }
+        check_value(value).map_err(|m| bad(format!("tensor `{}`: {m}", value.name())))?;
+    }
     Ok((reader.name, values))
+}
+
+/// What no grid can be made of, whatever the model: a range that is not a finite interval or
+/// has no width once zero is inside (TensorRT's scale `00000000`), a scale that is not positive.
+fn check_value(value: &ImportedValue) -> std::result::Result<(), String> {
+    match value {
+        ImportedValue::Range { min, max, .. } => {
+            if !(min.is_finite() && max.is_finite() && min <= max) {
+                return Err(format!("range [{min}, {max}] is not a finite interval"));
+            }
+            if min.abs().max(max.abs()) == 0.0 {
+                return Err(format!(
+                    "range [{min}, {max}] has no width, so no scale covers it: remove the entry to calibrate the tensor"
+                ));
+            }
+        }
+        ImportedValue::Grid(g) => {
+            if let Some(bad) = g.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+                return Err(format!("scale {bad} is not a positive finite number"));
+            }
+            if let Some(bad) = g.zero_point.iter().find(|z| !z.is_finite()) {
+                return Err(format!("zero point {bad} is not a finite number"));
+            }
+        }
+        ImportedValue::Float { .. } => {}
+    }
+    Ok(())
+}
+
+/// The first key that appears twice in one object of a JSON text (serde's maps keep the last
+/// silently); `None` for other texts.
+fn duplicate_json_key(text: &str) -> Option<String> {
+    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+    /// Any JSON value, checked for repeated keys on the way.
+    struct Unique;
+    impl<'de> Deserialize<'de> for Unique {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+            d.deserialize_any(UniqueVisitor)
+        }
+    }
+    struct UniqueVisitor;
+    impl<'de> Visitor<'de> for UniqueVisitor {
+        type Value = Unique;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_unit<E>(self) -> std::result::Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Unique, A::Error> {
+            while seq.next_element::<Unique>()?.is_some() {}
+            Ok(Unique)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Unique, A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !keys.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(format!("{DUPLICATE}{key}")));
+                }
+                map.next_value::<Unique>()?;
+            }
+            Ok(Unique)
+        }
+    }
+    const DUPLICATE: &str = "duplicate key: ";
+    let err = serde_json::from_str::<Unique>(text).err()?;
+    let message = err.to_string();
+    let key = message.strip_prefix(DUPLICATE)?;
+    // serde_json appends " at line L column C".
+    Some(key.rsplit_once(" at line ").map_or(key, |(k, _)| k).to_string())
 }
 
 /// What [`apply_imported`] did.
@@ -51,6 +147,8 @@ pub struct ImportReport {
     pub applied: usize,
     /// Names in the file that are no quantized tensor of the model.
     pub unknown: Vec<String>,
+    /// Tensors the file keeps in floating point that this model quantizes.
+    pub quantized_but_float_in_file: Vec<String>,
     /// Quantized activations of the model the file does not cover (they keep their calibration).
     pub uncovered: Vec<String>,
 }
@@ -72,11 +170,16 @@ pub fn apply_imported(graph: &mut Graph, values: &[ImportedValue]) -> Result<Imp
             report.unknown.push(value.name().to_string());
             continue;
         }
+        if let ImportedValue::Float { name } = value {
+            report.quantized_but_float_in_file.push(name.clone());
+            continue;
+        }
         for loc in locations {
             let Some(current) = mppq_ir::quant::config_at(graph, loc) else { continue };
             let mut config = current.clone();
-            fit(&mut config, value)
-                .map_err(|m| ExportError::Setting(format!("imported ranges: tensor `{}`: {m}", value.name())))?;
+            let bad = |m: String| ExportError::Setting(format!("imported ranges: tensor `{}`: {m}", value.name()));
+            fit(&mut config, value).map_err(bad)?;
+            agrees_with_calibration(current, &config).map_err(bad)?;
             staged.push((loc, config));
         }
         report.applied += 1;
@@ -150,9 +253,6 @@ fn fit(config: &mut TensorQuantConfig, value: &ImportedValue) -> std::result::Re
             if g.scale.len() != channels {
                 return Err(format!("{} scale(s) in the file, {channels} in the model's config", g.scale.len()));
             }
-            if let Some(bad) = g.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
-                return Err(format!("scale {bad} is not a positive finite number"));
-            }
             let (lo, hi) = (config.quant_min as f32, config.quant_max as f32);
             if let Some(z) = zero_point.iter().find(|z| !(z.fract() == 0.0 && (lo..=hi).contains(*z))) {
                 return Err(format!("zero point {z} (on the model's grid) is not an integer in [{lo}, {hi}]"));
@@ -167,12 +267,48 @@ fn fit(config: &mut TensorQuantConfig, value: &ImportedValue) -> std::result::Re
             if config.scale.len() > 1 {
                 return Err("a per-tensor range for a per-channel config".into());
             }
-            if !(min.is_finite() && max.is_finite() && min <= max) {
-                return Err(format!("range [{min}, {max}] is not a finite interval"));
-            }
             let (scale, zero_point) = grid_of(config, *min, *max);
             config.scale = vec![scale];
             config.offset = vec![zero_point];
+        }
+        ImportedValue::Float { .. } => return Err("the file keeps it in floating point".into()),
+    }
+    Ok(())
+}
+
+/// Refuses an imported grid on which the tensor's calibrated values would take almost no codes:
+/// fewer than 1/32 of the grid's codes (and at least 2) between the calibrated range and the
+/// imported one. A range of 1e38, or a negative range on a ReLU output, meant another tensor or
+/// another model; quantizing with it would turn the tensor into a constant.
+fn agrees_with_calibration(
+    calibrated: &TensorQuantConfig,
+    imported: &TensorQuantConfig,
+) -> std::result::Result<(), String> {
+    let range = |c: &TensorQuantConfig, i: usize| {
+        let (s, z) = (f64::from(c.scale[i]), f64::from(c.offset.get(i).copied().unwrap_or(0.0)));
+        ((c.quant_min as f64 - z) * s, (c.quant_max as f64 - z) * s)
+    };
+    let levels = (imported.quant_max - imported.quant_min) as f64 + 1.0;
+    let least_codes = (levels / 32.0).max(2.0);
+    let usable = |c: &TensorQuantConfig| c.scale.iter().all(|s| s.is_finite() && *s > 0.0);
+    if !usable(calibrated) || calibrated.scale.len() != imported.scale.len() {
+        return Ok(());
+    }
+    for i in 0..imported.scale.len() {
+        let (c_lo, c_hi) = range(calibrated, i);
+        let (n_lo, n_hi) = range(imported, i);
+        // A tensor calibrated as constant (its scale floored near 2^-24) has nothing to compare with.
+        if calibrated.scale[i] < 1e-6 {
+            continue;
+        }
+        let overlap = (c_hi.min(n_hi) - c_lo.max(n_lo)).max(0.0);
+        let codes = overlap / f64::from(imported.scale[i]);
+        if codes < least_codes {
+            return Err(format!(
+                "the file's grid [{n_lo:.6e}, {n_hi:.6e}] leaves the calibrated values [{c_lo:.6e}, {c_hi:.6e}] \
+                 {codes:.1} of its {levels} codes (the tensor would be quantized to a constant): the file is for \
+                 another model or tensor; fix or remove the entry"
+            ));
         }
     }
     Ok(())
@@ -213,7 +349,16 @@ impl mppq_passes::Pass for ImportRanges {
 
     fn run(&mut self, ctx: &mut mppq_passes::PassContext<'_>) -> mppq_passes::Result<mppq_passes::PassReport> {
         let invalid = |message: String| mppq_passes::PassError::Invalid { pass: "import_ranges", message };
-        let report = apply_imported(ctx.graph, &self.values).map_err(|e| invalid(e.to_string()))?;
+        let report =
+            apply_imported(ctx.graph, &self.values).map_err(|e| invalid(format!("{}: {e}", self.file.display())))?;
+        if let Some(first) = report.quantized_but_float_in_file.first() {
+            return Err(invalid(format!(
+                "{}: the file keeps {} tensor(s) in floating point that this run quantizes (e.g. `{first}`): add \
+                 their producers to `--ignore` (`mppq info` lists the names), or remove the entries",
+                self.file.display(),
+                report.quantized_but_float_in_file.len()
+            )));
+        }
         if report.applied == 0 {
             let some: Vec<&str> = report.unknown.iter().take(5).map(String::as_str).collect();
             return Err(invalid(format!(

@@ -108,14 +108,22 @@ pub struct Imported {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ImportedValue {
     Grid(Imported),
-    Range { name: String, min: f32, max: f32 },
+    Range {
+        name: String,
+        min: f32,
+        max: f32,
+    },
+    /// A tensor the file keeps in floating point (QNN/AIMET `dtype: float`).
+    Float {
+        name: String,
+    },
 }
 
 impl ImportedValue {
     pub fn name(&self) -> &str {
         match self {
             Self::Grid(g) => &g.name,
-            Self::Range { name, .. } => name,
+            Self::Range { name, .. } | Self::Float { name } => name,
         }
     }
 }

@@ -6,14 +6,13 @@ use crate::proto::{StringStringEntryProto, TensorProto};
 use crate::tensor::Source;
 use mppq_ir::DataType;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Component, Path};
 
 fn entry<'a>(t: &'a TensorProto, key: &str) -> Option<&'a str> {
     t.external_data.iter().find(|e| e.key.as_deref() == Some(key)).and_then(|e| e.value.as_deref())
 }
 
-/// Reads the bytes of an external tensor. The location must be a relative path inside the
-/// model's directory; offset and length must lie inside the file and match the tensor size.
+/// Reads the bytes of an external tensor. The location must be a file inside the model's directory
+/// ([`crate::confine::confined_file`]); offset and length must lie inside the file and match the tensor size.
 pub fn read_tensor_bytes(
     t: &TensorProto,
     dtype: DataType,
@@ -24,12 +23,9 @@ pub fn read_tensor_bytes(
     let tensor = t.name.clone().unwrap_or_else(|| place.to_string());
     let fail = |m: String| OnnxError::ExternalData { file: src.file.to_string(), tensor: tensor.clone(), message: m };
     let location = entry(t, "location").ok_or_else(|| fail("no `location` key".into()))?;
-    let rel = Path::new(location);
-    if rel.is_absolute() || rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
-        return Err(fail(format!("location `{location}` must be a relative path inside the model's directory")));
-    }
     let base =
         src.base_dir.ok_or_else(|| fail("model was loaded from bytes, so external files cannot be found".into()))?;
+    let path = crate::confine::confined_file(base, location).map_err(fail)?;
     let parse = |key: &str| -> Result<Option<u64>> {
         entry(t, key).map(|v| v.parse::<u64>().map_err(|_| fail(format!("`{key}` is not a number: `{v}`")))).transpose()
     };
@@ -39,7 +35,6 @@ pub fn read_tensor_bytes(
     if length != expected {
         return Err(fail(format!("length {length} but a {dtype} tensor of {count} elements needs {expected} bytes")));
     }
-    let path = base.join(rel);
     let mut file = std::fs::File::open(&path).map_err(|e| fail(format!("cannot open `{}`: {e}", path.display())))?;
     let size = file.metadata().map_err(|e| fail(e.to_string()))?.len();
     if offset.checked_add(length).is_none_or(|end| end > size) {

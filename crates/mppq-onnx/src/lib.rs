@@ -9,6 +9,7 @@
 
 pub mod attribute;
 pub mod caffe;
+pub mod confine;
 pub mod error;
 pub mod external;
 pub mod load;

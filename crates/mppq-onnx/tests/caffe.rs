@@ -192,6 +192,29 @@ fn weights_problems_are_typed_errors() {
     assert!(matches!(truncated, CaffeError::Decode { .. }), "{truncated}");
 }
 
+/// Weights that contradict the prototxt are refused, as Caffe refuses them (they were accepted:
+/// the same element count in another layout, extra blobs, a bias for `bias_term: false`).
+#[test]
+fn weights_that_contradict_the_prototxt_are_refused() {
+    let transposed = weights(vec![("conv", vec![blob(&[2, 3, 3, 3], vec![0.5; 54]), blob(&[3], vec![0.0; 3])])]);
+    let e = caffe_error(load_caffe_from_bytes(CONV_NET, &transposed, "n", "w")).to_string();
+    assert!(e.contains("has shape [2, 3, 3, 3]") && e.contains("[3, 2, 3, 3]") && e.contains("conv"), "{e}");
+    let extra = weights(vec![(
+        "conv",
+        vec![blob(&[3, 2, 3, 3], vec![0.5; 54]), blob(&[3], vec![0.0; 3]), blob(&[3], vec![0.0; 3])],
+    )]);
+    let e = caffe_error(load_caffe_from_bytes(CONV_NET, &extra, "n", "w")).to_string();
+    assert!(e.contains("has 3 blob(s), the prototxt's layer uses 2"), "{e}");
+    let no_bias = CONV_NET.replace("kernel_size: 3", "kernel_size: 3 bias_term: false");
+    let e = caffe_error(load_caffe_from_bytes(&no_bias, &conv_weights(54, true), "n", "w")).to_string();
+    assert!(e.contains("has 2 blob(s), the prototxt's layer uses 1") && e.contains("bias_term"), "{e}");
+    // Blobs without any shape, and shapes with leading 1s, still load (legacy 4-D InnerProduct
+    // weights are covered by every_test_net_converts).
+    let shapeless = BlobProto { data: vec![0.5; 54], ..Default::default() };
+    let ok = weights(vec![("conv", vec![shapeless, blob(&[1, 3], vec![0.0; 3])])]);
+    assert!(load_caffe_from_bytes(CONV_NET, &ok, "n", "w").is_ok());
+}
+
 #[test]
 fn text_errors_name_the_line() {
     let text = "name: \"t\"\nlayer {\n  name: \"a\"\n  permute_param { order: 0 }\n}\n";

@@ -208,6 +208,21 @@ fn external_data_round_trip_and_bad_locations() {
     std::fs::write(&path, proto.encode_to_vec()).unwrap();
     let msg = load_model(&path).unwrap_err().to_string();
     assert!(msg.contains("outside"), "{msg}");
+
+    // A data file that is a symbolic link to a file outside the folder is not read (it was, and
+    // its bytes were written into the exported float model).
+    #[cfg(unix)]
+    {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::copy(dir.path().join("model.data"), outside.path().join("stolen.data")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("stolen.data"), dir.path().join("link.data")).unwrap();
+        let entries = &mut proto.graph.as_mut().unwrap().initializer[0].external_data;
+        entries[0].value = Some("link.data".into());
+        entries[1].value = Some("0".into());
+        std::fs::write(&path, proto.encode_to_vec()).unwrap();
+        let msg = load_model(&path).unwrap_err().to_string();
+        assert!(msg.contains("external data of tensor `w`") && msg.contains("symbolic link"), "{msg}");
+    }
 }
 
 #[test]

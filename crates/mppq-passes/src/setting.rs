@@ -256,8 +256,32 @@ impl PipelineSetting {
             return Err(PassError::Setting(format!("channel_split.ratio = {split}: use a value in (0, 1]")));
         }
         let eq = &self.equalization;
-        if eq.max_scale.is_nan() || eq.max_scale < 1.0 {
-            return Err(PassError::Setting(format!("equalization.max_scale = {}: use 1 or more", eq.max_scale)));
+        if !(eq.max_scale.is_finite() && eq.max_scale >= 1.0) {
+            return Err(PassError::Setting(format!(
+                "equalization.max_scale = {}: use a finite 1 or more",
+                eq.max_scale
+            )));
+        }
+        // Counts that drive loops have a ceiling: a mistyped 10^12 would run for days.
+        count("equalization.iterations", eq.iterations, 1_000)?;
+        at_least("equalization.bias_multiplier", f64::from(eq.bias_multiplier), 0.0)?;
+        at_least("equalization.act_multiplier", f64::from(eq.act_multiplier), 0.0)?;
+        count("ssd_equalization.iterations", self.ssd_equalization.iterations, 1_000)?;
+        at_least("ssd_equalization.loss_threshold", self.ssd_equalization.loss_threshold, 0.0)?;
+        count("channel_split.rounds", self.channel_split.rounds, 100)?;
+        at_least("smooth_quant.min_outlier_ratio", f64::from(sq.min_outlier_ratio), 0.0)?;
+        count("bias_correction.rounds", self.bias_correction.rounds, 100)?;
+        count("bias_correction.batches", self.bias_correction.batches, 1_000_000)?;
+        at_least("mixed_range_concat.ratio", f64::from(self.mixed_range_concat.ratio), 1.0)?;
+        if let Some(p) = self.range_search.percentiles.iter().flatten().find(|p| !(0.5..=1.0).contains(*p)) {
+            return Err(PassError::Setting(format!("range_search.percentiles: {p}: use values in [0.5, 1]")));
+        }
+        if self.range_search.observers.as_ref().is_some_and(Vec::is_empty)
+            || self.range_search.percentiles.as_ref().is_some_and(Vec::is_empty)
+        {
+            return Err(PassError::Setting(
+                "range_search: an empty list of observers or percentiles: leave the key out for the defaults".into(),
+            ));
         }
         for (section, s) in [
             ("adaround", &self.adaround),
@@ -268,12 +292,7 @@ impl PipelineSetting {
             s.validate(section).map_err(PassError::Setting)?;
         }
         let c = &self.calibration;
-        if !(0.5..=1.0).contains(&c.percentile) {
-            return Err(PassError::Setting(format!(
-                "calibration.percentile = {}: use a value in [0.5, 1]",
-                c.percentile
-            )));
-        }
+        c.observer_options().validate().map_err(|m| PassError::Setting(format!("calibration.{m}")))?;
         if c.steps == Some(0) {
             return Err(PassError::Setting(
                 "calibration.steps = 0: use at least 1, or leave it out for all batches".into(),
@@ -287,5 +306,19 @@ impl PipelineSetting {
         let s: Self = serde_json::from_str(text).map_err(|e| PassError::Setting(e.to_string()))?;
         s.validate()?;
         Ok(s)
+    }
+}
+
+/// A count that drives a loop: from 1 to `max`.
+fn count(key: &str, value: usize, max: usize) -> Result<()> {
+    if (1..=max).contains(&value) { Ok(()) } else { Err(PassError::Setting(format!("{key} = {value}: use 1–{max}"))) }
+}
+
+/// A finite number of at least `least`.
+fn at_least(key: &str, value: f64, least: f64) -> Result<()> {
+    if value.is_finite() && value >= least {
+        Ok(())
+    } else {
+        Err(PassError::Setting(format!("{key} = {value}: use a finite number ≥ {least}")))
     }
 }

@@ -140,7 +140,8 @@ pub fn check_model(path: &Path, model: &Model) -> Result<()> {
 }
 
 /// Every `--ignore` item must match an operation type or name of the model (or of a sub-graph):
-/// a typo used to quantize everything without a word.
+/// a typo used to quantize everything without a word. The same rule decides what is ignored
+/// ([`IgnoredScope::item_matches`]).
 pub(crate) fn check_ignore_patterns(graph: &mppq_ir::Graph, items: &[String]) -> Result<()> {
     fn collect<'g>(g: &'g mppq_ir::Graph, out: &mut Vec<(&'g str, &'g str)>) {
         for (_, op) in g.operations() {
@@ -155,8 +156,7 @@ pub(crate) fn check_ignore_patterns(graph: &mppq_ir::Graph, items: &[String]) ->
     let mut ops = Vec::new();
     collect(graph, &mut ops);
     for item in items {
-        let matches = ops.iter().any(|(t, n)| t == item || mppq_dispatch::context::glob_match(item, n));
-        if !matches {
+        if !ops.iter().any(|(t, n)| IgnoredScope::item_matches(item, t, n)) {
             let mut types: Vec<&str> = ops.iter().map(|(t, _)| *t).collect();
             types.sort_unstable();
             types.dedup();
@@ -170,10 +170,7 @@ pub(crate) fn check_ignore_patterns(graph: &mppq_ir::Graph, items: &[String]) ->
     Ok(())
 }
 
-/// Turns a list of op types / name globs into an ignored scope: an item with glob characters or
-/// dots is a name pattern, otherwise an operator type.
+/// Turns the `--ignore` items into an ignored scope ([`IgnoredScope::from_items`]).
 pub fn ignored_scope(items: &[String]) -> IgnoredScope {
-    items.iter().fold(IgnoredScope::default(), |scope, item| {
-        if item.contains(['*', '?', '.', '/']) { scope.with_name(item.clone()) } else { scope.with_type(item.clone()) }
-    })
+    IgnoredScope::from_items(items)
 }

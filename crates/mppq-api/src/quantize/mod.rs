@@ -66,6 +66,7 @@ pub struct ModelQuantizer {
 /// Reads `model_path` with the setting's platform and prepares its quantizer. Fails early on an
 /// unknown platform, dispatcher or device, and on options the platform cannot honour.
 pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<ModelQuantizer> {
+    setting.validate()?;
     let platform = platform_by_name(&setting.platform)?;
     let model = platform.parse(model_path, setting.weights.as_deref())?;
     check_model(model_path, &model)?;
@@ -80,6 +81,7 @@ impl ModelQuantizer {
     /// Everything the platform and the setting decide is resolved here, once (quantizer, operators,
     /// device, exporters, imported ranges, process-wide limits); If/Loop bodies reuse it.
     pub fn new(platform: Arc<dyn Platform>, mut model: Model, setting: QuantizeSetting) -> Result<Self> {
+        setting.validate()?;
         check_ignore_patterns(&model.graph, &setting.ignore)?;
         let plan = crate::model::upgrade::upgrade_for_quantization(&mut model)?;
         if let Some(mib) = setting.max_tensor_mib {
@@ -99,13 +101,8 @@ impl ModelQuantizer {
             &platform.exporters(),
             &platform.export_options(),
         )?;
-        setting.budget.validate()?;
-        setting.pipeline.validate()?;
-        if setting.analysis.batches == Some(0) {
-            // It used to be raised to 1 without a word.
-            return Err(ApiError::Setting(
-                "analysis.batches = 0: the analysis needs at least one batch (leave it out for 4)".into(),
-            ));
+        if let Some(path) = setting.import_ranges.as_deref() {
+            crate::staging::check_complete(path)?;
         }
         let imported = setting.import_ranges.as_deref().map(mppq_export::read_ranges).transpose()?;
         // Configs, reports and the quantization JSON name operations: each needs its own name.

@@ -12,6 +12,7 @@ use std::path::Path;
 /// than 13 and the structural fusions of `pipeline` (constant and BN folding) are applied first,
 /// as quantization did, so the JSON's names match either way.
 pub fn apply_quant_config(model: &mut Model, path: &Path, pipeline: &mppq_passes::PipelineSetting) -> Result<()> {
+    crate::staging::check_complete(path)?;
     let json = read_quant_json(path)?;
     crate::model::upgrade::upgrade_for_quantization(model)?;
     model.graph.name_operations();

@@ -26,10 +26,11 @@ pub struct QuantizeSetting {
     /// How calibration files become input tensors (batching, image preprocessing, raw shapes).
     pub data: crate::data::calib::DataSetting,
     /// Largest tensor (MiB) an operator may allocate from computed sizes (Tile, Pad, Expand,
-    /// ...); larger is an error naming the node. Default: half the physical memory.
+    /// Conv, ...); larger is an error naming the node. Default: half the memory this process may
+    /// use (physical memory, container limit, `ulimit -v`: the least).
     pub max_tensor_mib: Option<u64>,
     /// Most iterations one run of a Loop may take; larger is an error naming the node. Default:
-    /// no limit (as in ONNX Runtime: a loop that never ends runs until stopped).
+    /// 1 000 000 (ONNX Runtime has no limit: a hostile trip count runs until stopped there).
     pub max_loop_iterations: Option<u64>,
     /// Pass pipeline knobs (fusion, calibration, alignment, baking, ...).
     pub pipeline: mppq_passes::PipelineSetting,
@@ -121,6 +122,39 @@ impl QuantizeSetting {
             Some("json") => serde_json::from_str(&text).map_err(|e| bad(e.to_string())),
             _ => Err(bad("a setting file is .toml or .json".into())),
         }
+    }
+
+    /// Checks every value serde cannot, whatever the setting came from (a file, flags, code):
+    /// before any work, each error names the key and the fix.
+    pub fn validate(&self) -> Result<()> {
+        if self.max_tensor_mib == Some(0) {
+            return Err(ApiError::Setting(
+                "max_tensor_mib = 0: use at least 1, or leave it out for the default (half the memory this process \
+                 may use)"
+                    .into(),
+            ));
+        }
+        if self.max_loop_iterations == Some(0) {
+            return Err(ApiError::Setting(
+                "max_loop_iterations = 0: use at least 1, or leave it out for the default".into(),
+            ));
+        }
+        if self.exporters.as_ref().is_some_and(Vec::is_empty) {
+            return Err(ApiError::Setting(
+                "exporters = []: nothing would be written; name at least one (`mppq exporters`), or leave the key \
+                 out for the platform's"
+                    .into(),
+            ));
+        }
+        if self.analysis.batches == Some(0) {
+            // It used to be raised to 1 without a word.
+            return Err(ApiError::Setting(
+                "analysis.batches = 0: the analysis needs at least one batch (leave it out for 4)".into(),
+            ));
+        }
+        self.budget.validate()?;
+        self.pipeline.validate()?;
+        Ok(())
     }
 
     /// The setting as TOML (what `mppq quantize --print-setting` shows).

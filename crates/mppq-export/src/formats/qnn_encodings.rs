@@ -166,7 +166,7 @@ fn read_v0(name: &str, list: &Value) -> std::result::Result<Option<ImportedValue
     let list = list.as_array().ok_or("not a list")?;
     let Some(first) = list.first() else { return Ok(None) };
     if field(first, "dtype").ok().and_then(Value::as_str).is_some_and(|d| d.eq_ignore_ascii_case("float")) {
-        return Ok(None);
+        return Ok(Some(ImportedValue::Float { name: name.to_string() }));
     }
     let bits = bits_of(field(first, "bitwidth")?)?;
     let (mut scale, mut offset) = (Vec::new(), Vec::new());
@@ -181,7 +181,7 @@ fn read_v0(name: &str, list: &Value) -> std::result::Result<Option<ImportedValue
 fn read_v1(e: &Value) -> std::result::Result<Option<ImportedValue>, String> {
     let name = field(e, "name")?.as_str().ok_or("`name` is not a string")?.to_string();
     if field(e, "dtype")?.as_str().is_some_and(|d| d.eq_ignore_ascii_case("float")) {
-        return Ok(None);
+        return Ok(Some(ImportedValue::Float { name }));
     }
     let bits = bits_of(field(e, "bw")?)?;
     let scale = floats(field(e, "scale")?).map_err(|m| format!("`{name}`: scale: {m}"))?;
@@ -196,13 +196,17 @@ fn read_v1(e: &Value) -> std::result::Result<Option<ImportedValue>, String> {
 fn read_v2(e: &Value) -> std::result::Result<ImportedValue, String> {
     let name = field(e, "name")?.as_str().ok_or("`name` is not a string")?.to_string();
     let dtype = field(e, "output_dtype")?.as_str().ok_or_else(|| format!("`{name}`: output_dtype is not a string"))?;
+    if dtype.starts_with("float") {
+        return Ok(ImportedValue::Float { name });
+    }
     let (signed, digits) = match dtype.strip_prefix('u') {
         Some(rest) => (false, rest),
         None => (true, dtype),
     };
-    let bits = digits.strip_prefix("int").and_then(|b| b.parse::<u32>().ok()).ok_or_else(|| {
-        format!("`{name}`: output_dtype `{dtype}` is not an integer type (float encodings are not read)")
-    })?;
+    let bits = digits
+        .strip_prefix("int")
+        .and_then(|b| b.parse::<u32>().ok())
+        .ok_or_else(|| format!("`{name}`: output_dtype `{dtype}` is not an integer or float type"))?;
     let scale = floats(field(e, "y_scale")?).map_err(|m| format!("`{name}`: y_scale: {m}"))?;
     let zero_point = match e.get("y_zero_point") {
         Some(z) => floats(z).map_err(|m| format!("`{name}`: y_zero_point: {m}"))?,

@@ -60,6 +60,8 @@ pub(crate) struct Net<'a> {
     op_names: HashSet<String>,
     /// Variables made by the layer being converted (the others a layer returns are aliases).
     made: HashSet<VarId>,
+    /// How many of its blobs the layer being converted read: more in the weights is an error.
+    blobs_read: std::cell::Cell<usize>,
 }
 
 impl<'a> Net<'a> {
@@ -103,8 +105,10 @@ impl<'a> Net<'a> {
                 format!("blob {index} ({what}) is missing: the layer has {} blob(s)", layer.blobs.len()),
             )
         })?;
+        self.blobs_read.set(self.blobs_read.get().max(index + 1));
         let expected = shape::count(shape).ok_or_else(|| self.layer_error(layer, "the weight shape overflows"))?;
-        super::blob::values(blob, expected).map_err(|m| self.weights_error(layer, format!("blob {index} ({what}) {m}")))
+        super::blob::values(blob, shape, expected)
+            .map_err(|m| self.weights_error(layer, format!("blob {index} ({what}) {m}")))
     }
 
     /// A new `f32` initializer called `<layer>/<what>`.
@@ -234,6 +238,7 @@ pub(crate) fn convert_net(file: &str, weights_file: &str, net: &NetParameter, we
         current: HashMap::new(),
         writes_left: HashMap::new(),
         input_blobs: HashSet::new(),
+        blobs_read: std::cell::Cell::new(0),
         op_names: HashSet::new(),
         made: HashSet::new(),
     };
@@ -264,7 +269,19 @@ pub(crate) fn convert_net(file: &str, weights_file: &str, net: &NetParameter, we
                 })
                 .collect::<Result<Vec<_>>>()?;
             state.made.clear();
+            state.blobs_read.set(0);
             let outs = layers::convert(&mut state, &layer, &inputs)?;
+            if layer.blobs.len() > state.blobs_read.get() {
+                return Err(state.weights_error(
+                    &layer,
+                    format!(
+                        "has {} blob(s), the prototxt's layer uses {} (e.g. a bias while `bias_term: false`): Caffe \
+                         refuses this; the caffemodel was trained from another prototxt",
+                        layer.blobs.len(),
+                        state.blobs_read.get()
+                    ),
+                ));
+            }
             if outs.len() != param.top.len() {
                 return Err(state.layer_error(
                     &layer,

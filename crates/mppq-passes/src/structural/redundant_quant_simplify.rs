@@ -10,22 +10,36 @@ use crate::runtime::pass::{Pass, PassContext, PassReport};
 use crate::runtime::slots::quantizes;
 use mppq_ir::quant::location::{input, output};
 use mppq_ir::quant::{ConfigLocation, QuantizationState, config_at, config_at_mut};
-use mppq_ir::{Graph, VarId};
+use mppq_ir::{Graph, OpId, VarId};
+use std::collections::HashMap;
 
 pub struct RedundantQuantSimplify;
 
+/// The input slots of each operation by the variable they read, built once: scanning an
+/// operation's inputs for every variable it reads was quadratic (a Sum of 20 000 inputs: 24 s).
+fn input_slots(graph: &Graph) -> HashMap<(OpId, VarId), Vec<usize>> {
+    let mut slots: HashMap<(OpId, VarId), Vec<usize>> = HashMap::new();
+    for (op, o) in graph.operations() {
+        for (i, v) in o.inputs().iter().enumerate() {
+            if let Some(v) = v {
+                slots.entry((op, *v)).or_default().push(i);
+            }
+        }
+    }
+    slots
+}
+
 /// Input configs reading `var` that are still undecided (in operation order).
-fn reader_configs(graph: &Graph, var: VarId) -> Vec<ConfigLocation> {
+fn reader_configs(graph: &Graph, slots: &HashMap<(OpId, VarId), Vec<usize>>, var: VarId) -> Vec<ConfigLocation> {
     let mut readers: Vec<_> = graph.consumers(var).to_vec();
     readers.dedup();
     let mut out = Vec::new();
     for op in readers {
-        let Ok(o) = graph.operation(op) else { continue };
-        for (i, v) in o.inputs().iter().enumerate() {
+        for &i in slots.get(&(op, var)).into_iter().flatten() {
             let loc = input(op, i);
             let undecided = config_at(graph, loc)
                 .is_some_and(|c| c.state == QuantizationState::Initial && c.dominated_by.is_none());
-            if *v == Some(var) && undecided {
+            if undecided {
                 out.push(loc);
             }
         }
@@ -42,8 +56,9 @@ impl Pass for RedundantQuantSimplify {
         let graph = &mut *ctx.graph;
         let vars: Vec<VarId> = graph.variables().filter(|(_, v)| !v.is_parameter()).map(|(id, _)| id).collect();
         let (mut overlapped, mut shared) = (0, 0);
+        let slots = input_slots(graph);
         for var in vars {
-            let readers = reader_configs(graph, var);
+            let readers = reader_configs(graph, &slots, var);
             if readers.is_empty() {
                 continue;
             }

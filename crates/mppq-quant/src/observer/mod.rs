@@ -105,6 +105,26 @@ impl Default for ObserverOptions {
     }
 }
 
+impl ObserverOptions {
+    /// Checks every option whichever observer runs: histograms are also collected for observers
+    /// that are not named (range search, the shared observation cache), so a bad `bins` must
+    /// not wait for an observer that reads it.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if !(16..=65536).contains(&self.bins) {
+            return Err(format!("bins = {}: use 16–65536 (kl: 2048–4096)", self.bins));
+        }
+        if !(0.5..=1.0).contains(&self.percentile) {
+            return Err(format!("percentile = {}: use a value in [0.5, 1]", self.percentile));
+        }
+        if let Some((lo, hi)) = self.constant_range
+            && !(lo.is_finite() && hi.is_finite() && lo <= hi)
+        {
+            return Err(format!("constant_range = [{lo}, {hi}]: use finite numbers with min ≤ max"));
+        }
+        Ok(())
+    }
+}
+
 /// Creates an observer of `kind` for `variable`, laid out as `config` says (per-tensor or
 /// per-channel along `channel_axis`; linear or floating). `passive` configs are derived from
 /// others, never observed: asking for one is an error.

@@ -291,12 +291,14 @@ pub fn dimensions(path: &Path) -> Result<(usize, usize)> {
 /// Decodes an 8-bit image to RGB, or to gray with Pillow's `convert("L")` (ITU-R 601-2 luma in
 /// 16-bit fixed point). Alpha is dropped, as Pillow's `convert("RGB")` does.
 fn decode(path: &Path, channels: Channels) -> Result<Pixels> {
-    let img = image::ImageReader::open(path)
-        .map_err(|source| ApiError::Io { path: path.display().to_string(), source })?
-        .with_guessed_format()
-        .map_err(|source| ApiError::Io { path: path.display().to_string(), source })?
-        .decode()
-        .map_err(|e| ApiError::data(path, format!("not a readable image: {e}")))?;
+    let io = |source| ApiError::Io { path: path.display().to_string(), source };
+    let bytes = std::fs::read(path).map_err(io)?;
+    let reader = image::ImageReader::new(std::io::Cursor::new(&bytes)).with_guessed_format().map_err(io)?;
+    if reader.format() == Some(image::ImageFormat::Jpeg) && !jpeg_is_complete(&bytes) {
+        // The decoder fills a cut scan with gray without a word; Pillow refuses such a file too.
+        return Err(ApiError::data(path, "a truncated JPEG (no end-of-image marker after its scan): copy it again"));
+    }
+    let img = reader.decode().map_err(|e| ApiError::data(path, format!("not a readable image: {e}")))?;
     if matches!(img.color().bytes_per_pixel() / img.color().channel_count().max(1), 2 | 4) {
         return Err(ApiError::data(path, "16- and 32-bit images are not read: save 8-bit JPEG or PNG"));
     }
@@ -313,9 +315,34 @@ fn decode(path: &Path, channels: Channels) -> Result<Pixels> {
     Ok(Pixels { width, height, channels: 1, data: luma })
 }
 
+/// Whether a JPEG has its end-of-image marker (`FF D9`) after the start of its last scan
+/// (`FF DA`): a file cut short has none. Bytes after the marker (camera trailers) are allowed.
+fn jpeg_is_complete(bytes: &[u8]) -> bool {
+    let last_scan = bytes.windows(2).rposition(|w| w == [0xFF, 0xDA]).unwrap_or(0);
+    bytes[last_scan..].windows(2).any(|w| w == [0xFF, 0xD9])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_truncated_jpeg_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut jpeg = Vec::new();
+        let img = image::RgbImage::from_fn(32, 32, |x, y| image::Rgb([(x * 8) as u8, (y * 8) as u8, 0]));
+        image::DynamicImage::ImageRgb8(img)
+            .write_to(&mut std::io::Cursor::new(&mut jpeg), image::ImageFormat::Jpeg)
+            .unwrap();
+        assert!(jpeg_is_complete(&jpeg));
+        let whole = dir.path().join("whole.jpg");
+        std::fs::write(&whole, &jpeg).unwrap();
+        assert!(decode(&whole, Channels::Rgb).is_ok());
+        let cut = dir.path().join("cut.jpg");
+        std::fs::write(&cut, &jpeg[..jpeg.len() * 2 / 3]).unwrap();
+        let msg = decode(&cut, Channels::Rgb).err().unwrap().to_string();
+        assert!(msg.contains("truncated JPEG") && msg.contains("cut.jpg"), "{msg}");
+    }
 
     #[test]
     fn sizes_parse_and_bad_ones_are_named() {

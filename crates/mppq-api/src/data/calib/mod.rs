@@ -99,6 +99,10 @@ struct Found {
     raw: Vec<PathBuf>,
     images: Vec<PathBuf>,
     other: Vec<PathBuf>,
+    /// Real paths already read: a directory or file reached twice through links is read once.
+    seen: std::collections::HashSet<PathBuf>,
+    /// Links skipped because they lead to something already read (said, never silent).
+    skipped_links: Vec<String>,
 }
 
 impl Found {
@@ -107,6 +111,7 @@ impl Found {
         if path.is_file() {
             found.add(path.to_path_buf());
         } else {
+            found.first_visit(path);
             found.walk(path)?;
         }
         for list in [&mut found.arrays, &mut found.raw, &mut found.images] {
@@ -127,6 +132,12 @@ impl Found {
             if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
                 continue;
             }
+            // Links are followed (datasets are often linked in), each real directory and file
+            // once: a link back to a parent looped forever, a link to a sibling read it twice.
+            if (path.is_dir() || path.is_file()) && !self.first_visit(&path) {
+                self.skipped_links.push(path.display().to_string());
+                continue;
+            }
             if path.is_dir() {
                 self.walk(&path)?;
             } else if path.is_file() {
@@ -134,6 +145,12 @@ impl Found {
             }
         }
         Ok(())
+    }
+
+    /// Records `path`'s real path; `false` when it was already read.
+    fn first_visit(&mut self, path: &Path) -> bool {
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        self.seen.insert(real)
     }
 
     fn add(&mut self, path: PathBuf) {
@@ -145,6 +162,53 @@ impl Found {
             _ => self.other.push(path),
         }
     }
+}
+
+/// Refuses data options that name nothing here (they used to be ignored without a word): an
+/// `input_shape` for an input the model does not have, or for data that are not raw `.bin`
+/// files; image options or `batch` for data that are not images.
+fn check_options_apply(setting: &DataSetting, signature: &InputSignature, found: &Found, path: &Path) -> Result<()> {
+    let names: Vec<&str> = signature.inputs.iter().map(|i| i.name.as_str()).collect();
+    if let Some(unknown) = setting.input_shape.keys().find(|k| !k.is_empty() && !names.contains(&k.as_str())) {
+        return Err(ApiError::Setting(format!(
+            "data.input_shape / --input-shape names `{unknown}`, which is no input of the model (inputs: {})",
+            names.join(", ")
+        )));
+    }
+    let kind = if !found.arrays.is_empty() {
+        "`.npy`/`.npz` files"
+    } else if !found.raw.is_empty() {
+        "raw `.bin` files"
+    } else {
+        "images"
+    };
+    if !setting.input_shape.is_empty() && found.raw.is_empty() {
+        return Err(ApiError::data(
+            path,
+            format!(
+                "data.input_shape / --input-shape applies to raw `.bin` files; the data here are {kind}: leave it out"
+            ),
+        ));
+    }
+    if found.images.is_empty() {
+        if setting.image != ImageSpec::default() {
+            return Err(ApiError::data(
+                path,
+                format!(
+                    "image options (resize, crop, mean, …) apply to image folders; the data here are {kind}: leave them out"
+                ),
+            ));
+        }
+        if setting.batch.is_some() {
+            return Err(ApiError::data(
+                path,
+                format!(
+                    "data.batch / --batch applies to image folders (each other file is one batch); the data here are {kind}"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl CalibrationSet {
@@ -175,7 +239,14 @@ impl CalibrationSet {
                 format!("calibration data mixes {}: keep one kind per directory", present.join(" and ")),
             ));
         }
+        check_options_apply(setting, &signature, &found, path)?;
         let mut set = Self { sources: Vec::new(), cached: Vec::new(), signature, images: None, notes: Vec::new() };
+        if let Some(first) = found.skipped_links.first() {
+            set.notes.push(format!(
+                "{} link(s) lead to data already read and were skipped (e.g. `{first}`)",
+                found.skipped_links.len()
+            ));
+        }
         if !found.arrays.is_empty() {
             set.sources = found.arrays.into_iter().map(Source::Arrays).collect();
         } else if !found.raw.is_empty() {

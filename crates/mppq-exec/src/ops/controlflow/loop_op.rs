@@ -80,10 +80,11 @@ impl Kernel for Loop {
         // Bytes the scan outputs hold so far: their stack must fit the tensor budget.
         let mut scan_bytes = vec![0u64; scan_n];
         while cond && max_trip.is_none_or(|m| i < m) {
-            if limit.is_some_and(|l| i as u64 >= l) {
+            if i as u64 >= limit {
                 return Err(ctx.err(format!(
-                    "the loop has run {i} iterations, the most one Loop may run (max_loop_iterations); raise it if \
-                     the model really loops that long"
+                    "the loop has run {i} iterations, the most one Loop may run (max_loop_iterations, default {}); \
+                     raise it if the model really loops that long",
+                    crate::budget::DEFAULT_MAX_LOOP_ITERATIONS
                 )));
             }
             let mut feeds: Vec<(String, Value)> = Vec::with_capacity(self.inputs.len());

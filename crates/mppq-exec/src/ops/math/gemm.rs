@@ -44,6 +44,7 @@ impl Kernel for Gemm {
         if k != k2 {
             return Err(shape_err(ctx, sa, sb, "inner dimensions differ"));
         }
+        crate::ops::util::layer::check_output_size(ctx, &[m, n])?;
         let mut x = a.into_dispatch();
         if self.trans_a {
             x = Dispatch::float_transpose(x);

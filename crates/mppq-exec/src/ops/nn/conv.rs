@@ -106,6 +106,9 @@ fn conv_with(
         return Err(shape_err(ctx, r.kernel.clone(), ws[2..].to_vec(), "kernel_shape differs from the weight"));
     }
     let out = r.output(ctx, spatial, false)?;
+    // The output may be many times the input (more channels): checked before allocating.
+    let out_shape: Vec<usize> = [xs[0], ws[0]].into_iter().chain(out.iter().copied()).collect();
+    crate::ops::util::layer::check_output_size(ctx, &out_shape)?;
     let bias = match b {
         None => None,
         Some(b) => {

@@ -77,7 +77,7 @@ impl Kernel for ConvTranspose {
         if ws[0] != xs[1] || xs[1] % g != 0 || ws[1] == 0 {
             return Err(shape_err(ctx, xs, ws, format!("channels do not match with group {g}")));
         }
-        let m = ws[1] * g;
+        let m = ws[1].checked_mul(g).ok_or_else(|| ctx.err("group × weight channels overflow"))?;
         let n = xs.len() - 2;
         let spatial = &xs[2..];
         // Kernel, strides, dilations; pads resolved here (not the forward-conv rule).
@@ -93,8 +93,16 @@ impl Kernel for ConvTranspose {
             Some(p) => return Err(ctx.err(format!("output_padding has {} entries, expected {n}", p.len()))),
         };
         // Unpadded output size of each spatial axis.
-        let full: Vec<usize> =
-            (0..n).map(|i| r.strides[i] * (spatial[i] - 1) + (r.kernel[i] - 1) * r.dilations[i] + 1).collect();
+        let full: Vec<usize> = (0..n)
+            .map(|i| {
+                let span = (r.kernel[i] - 1).checked_mul(r.dilations[i])?;
+                r.strides[i].checked_mul(spatial[i] - 1)?.checked_add(span)?.checked_add(1)
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| ctx.err("strides, dilations and kernel give an output size past any memory"))?;
+        // The unpadded result is computed first: it must fit the budget too.
+        let full_shape: Vec<usize> = [xs[0], m].into_iter().chain(full.iter().copied()).collect();
+        layer::check_output_size(ctx, &full_shape)?;
         let output_shape = match &self.output_shape {
             Some(s) if s.len() == n + 2 => Some(s[2..].to_vec()),
             Some(s) if s.len() == n => Some(s.clone()),

@@ -198,6 +198,19 @@ impl ReconstructionSetting {
         if [self.steps, self.batches, self.batches_per_step, self.max_block_ops, self.cache_mib].contains(&0) {
             return bad("steps, batches, batches_per_step, max_block_ops and cache_mib: use at least 1".into());
         }
+        // Ceilings: a mistyped count would train for days or ask for all memory.
+        for (name, value, max) in [
+            ("steps", self.steps, 1_000_000),
+            ("patience", self.patience, 1_000_000),
+            ("batches", self.batches, 1_000_000),
+            ("batches_per_step", self.batches_per_step, 10_000),
+            ("max_block_ops", self.max_block_ops, 100_000),
+            ("cache_mib", self.cache_mib, 1 << 30),
+        ] {
+            if value > max {
+                return bad(format!("{name} = {value}: use at most {max}"));
+            }
+        }
         if [self.rounding, self.weights, self.weight_scale, self.activation_scale].iter().all(|v| *v == Some(false)) {
             return bad("rounding, weights, weight_scale, activation_scale are all off: nothing to learn".into());
         }

@@ -300,3 +300,59 @@ fn a_negative_batchnorm_variance_is_blamed_on_the_model() {
     let err = mppq_api::load_quantizer(&path, QuantizeSetting::default()).err().unwrap().to_string();
     assert!(err.contains(&format!("`{bn}` has variance -0.25 at channel 1")), "{err}");
 }
+
+/// The `quant.json` of a model whose loop body quantizes an enclosing weight (quantization gives
+/// the body its own copy, `NAME_in_OP`) applies to the original model as to `model.float.onnx`,
+/// with the same numbers (it was refused for an If: "`X` in the graph but `X_in_If_0` in the
+/// JSON").
+#[test]
+fn quant_json_applies_to_the_original_model_of_a_loop_reading_an_enclosing_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q");
+    let model = testdata().join("tiny_loop.onnx");
+    quantize_to_dir(
+        &model,
+        &testdata().join("tiny_loop_calib"),
+        QuantizeSetting::default(),
+        &out,
+        &mut mppq_api::passes::NoProgress,
+    )
+    .unwrap();
+    let json = std::fs::read_to_string(out.join("quant.json")).unwrap();
+    assert!(json.contains("loop.shared.weight_in_"), "the body should quantize its own copy");
+    let simulate = |path: &Path| {
+        let mut m = mppq_api::onnx::load_model(path).unwrap();
+        mppq_api::quantize::apply_quant_config(&mut m, &out.join("quant.json"), &Default::default()).unwrap();
+        let feeds = mppq_api::model::run::read_feeds(&m, &testdata().join("tiny_loop_calib/batch_000.npz")).unwrap();
+        let device = mppq_api::exec::Device::cpu();
+        mppq_api::model::run::run_model_with(&m, feeds, &device, true).unwrap()
+    };
+    let (original, fused) = (simulate(&model), simulate(&out.join("model.float.onnx")));
+    assert_eq!(original.len(), fused.len());
+    for ((name, a), (_, b)) in original.iter().zip(&fused) {
+        assert_eq!(a.to_f32_vec().unwrap(), b.to_f32_vec().unwrap(), "{name}");
+    }
+}
+
+/// A `quant.json` applied to weights other than those it was made for (passes such as
+/// equalization or training change them; the file describes `model.float.onnx`) is refused:
+/// it simulated the original weights (ResNet-18 after training: 8.1 dB against the export's
+/// 12.7 dB in ONNX Runtime).
+#[test]
+fn quant_json_for_other_weights_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q");
+    quantize(&testdata().join("tiny_cnn.onnx"), QuantizeSetting::default(), &out).unwrap();
+    let mut model = mppq_api::onnx::load_model(testdata().join("tiny_cnn.onnx")).unwrap();
+    mppq_api::quantize::apply_quant_config(&mut model.clone(), &out.join("quant.json"), &Default::default()).unwrap();
+    let g = &mut model.graph;
+    let (id, value) = g.variables().find_map(|(id, v)| (v.name == "fc.weight").then(|| (id, v.value.clone()))).unwrap();
+    let mut values = value.unwrap().to_f32_vec().unwrap();
+    values[0] += 0.5;
+    let shape = g.variable(id).unwrap().value.as_ref().unwrap().shape().to_vec();
+    g.variable_mut(id).unwrap().value = Some(mppq_api::ir::TensorData::from_vec(shape, &values).unwrap());
+    let err = mppq_api::quantize::apply_quant_config(&mut model, &out.join("quant.json"), &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("made for other weights") && err.contains("model.float.onnx"), "{err}");
+}

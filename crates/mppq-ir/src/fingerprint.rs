@@ -38,6 +38,39 @@ impl Graph {
     }
 }
 
+impl Graph {
+    /// A 64-bit hash of the weights alone: every initializer (by name, in name order: ids and
+    /// order of construction do not count) with its type, shape and bytes, sub-graphs' included.
+    /// `quant.json` records it, so that applying the file to weights other than those it was
+    /// made for (passes that change weights: equalization, training) is refused, not simulated.
+    pub fn weights_fingerprint(&self) -> u64 {
+        fn add(g: &Graph, h: &mut Xxh3) {
+            let mut weights: Vec<(&str, &crate::tensor::TensorData)> =
+                g.variables().filter_map(|(_, v)| v.value.as_ref().map(|t| (v.name.as_str(), t))).collect();
+            weights.sort_by_key(|(name, _)| *name);
+            for (name, value) in weights {
+                let head = format!("{name}|{:?}{:?}", value.dtype(), value.shape());
+                h.update(&(head.len() as u64).to_le_bytes());
+                h.update(head.as_bytes());
+                match value.bytes() {
+                    TensorBytes::Packed(bytes) => h.update(bytes),
+                    TensorBytes::Strings(strings) => strings.iter().for_each(|s| h.update(s)),
+                }
+            }
+            for (_, op) in g.operations() {
+                for a in op.attributes.values() {
+                    if let crate::Attribute::Graph(body) = a {
+                        add(body, h);
+                    }
+                }
+            }
+        }
+        let mut h = Xxh3::new();
+        add(self, &mut h);
+        h.digest()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::quant::TargetPrecision;

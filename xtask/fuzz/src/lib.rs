@@ -6,10 +6,11 @@
 //!
 //! | target | what the bytes are |
 //! |---|---|
-//! | [`onnx_load`] | an ONNX model: load, the up-front model checks, save |
+//! | [`onnx_load`] | an ONNX model in a folder with external data files (and a link out of it): load, the up-front model checks, save |
 //! | [`quantize_pipeline`] | an ONNX model: load → dispatch → quantize → export → analysis |
 //! | [`calib_readers`] | a calibration file (`.npy`, `.npz`, `.bin`, PNG, JPEG, BMP; first byte picks) |
-//! | [`config_readers`] | a setting file (TOML, JSON) or a quantization JSON (first byte picks) |
+//! | [`config_readers`] | a setting file (TOML, JSON; checked, then quantizing a small model), a quantization JSON or a range file to import (first byte picks) |
+//! | [`caffe_weights`] | a `.caffemodel` for one of the test prototxts (first byte picks): load, checks, quantize |
 
 use mppq_api::data::calib::{Batch, CalibrationSet, DataSetting, InputSignature};
 use mppq_api::ir::{DataType, Model, TensorData};
@@ -27,6 +28,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("quantize_pipeline", quantize_pipeline),
     ("calib_readers", calib_readers),
     ("config_readers", config_readers),
+    ("caffe_weights", caffe_weights),
 ];
 
 /// Largest tensor an operator may allocate while fuzzing: a mutated shape must meet the budget
@@ -40,13 +42,48 @@ const MAX_LOOP_ITERATIONS: u64 = 1000;
 /// Largest synthetic input fed to a mutated model (elements).
 const MAX_INPUT_ELEMENTS: usize = 1 << 16;
 
-/// An ONNX model: loaded, checked as `mppq quantize` checks it up front, described as `mppq info`
-/// does, and written back.
+/// Bytes of the file outside the model's folder that the folder links to: no loaded model may
+/// contain them (external data must not escape the folder).
+const OUTSIDE_SECRET: &[u8] = b"SECRET-OUTSIDE-THE-MODEL-FOLDER!";
+
+/// An ONNX model, written into a folder that holds external data files (`weights.bin`,
+/// `sub/weights.bin`) and `link.bin`, a symbolic link to a file outside the folder: loaded from
+/// that path, checked as `mppq quantize` checks it up front, described as `mppq info` does, and
+/// written back. A model that loads may not carry the outside file's bytes.
+#[allow(clippy::panic)] // a panic is how a target tells libFuzzer of a finding
 pub fn onnx_load(data: &[u8]) {
-    let Ok(model) = mppq_api::onnx::load_model_from_bytes(data, None, "fuzz.onnx") else { return };
-    let _ = mppq_api::quantize::check_model(Path::new("fuzz.onnx"), &model);
+    let Some(folder) = external_data_folder() else { return };
+    let path = folder.join("model.onnx");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let Ok(model) = mppq_api::onnx::load_model(&path) else { return };
+    let _ = mppq_api::quantize::check_model(&path, &model);
     let _ = mppq_api::ModelInfo::new(&model);
-    let _ = mppq_api::onnx::model_to_bytes(&model);
+    if let Ok(bytes) = mppq_api::onnx::model_to_bytes(&model)
+        && bytes.windows(OUTSIDE_SECRET.len()).any(|w| w == OUTSIDE_SECRET)
+    {
+        panic!("a model read external data from outside its folder");
+    }
+}
+
+/// The folder [`onnx_load`] writes models into, made once: 4 KiB of float data in
+/// `weights.bin` and `sub/weights.bin`, and `link.bin` linking to a file outside it.
+fn external_data_folder() -> Option<&'static Path> {
+    static FOLDER: OnceLock<Option<(tempfile::TempDir, tempfile::TempDir)>> = OnceLock::new();
+    let made = FOLDER.get_or_init(|| {
+        let (inside, outside) = (scratch()?, scratch()?);
+        let floats: Vec<u8> = (0..1024u32).flat_map(|i| (i as f32 / 1024.0).to_le_bytes()).collect();
+        std::fs::write(inside.path().join("weights.bin"), &floats).ok()?;
+        std::fs::create_dir(inside.path().join("sub")).ok()?;
+        std::fs::write(inside.path().join("sub/weights.bin"), &floats).ok()?;
+        let secret = outside.path().join("secret.bin");
+        std::fs::write(&secret, OUTSIDE_SECRET.repeat(128)).ok()?;
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(&secret, inside.path().join("link.bin")).ok()?;
+        Some((inside, outside))
+    });
+    made.as_ref().map(|(inside, _)| inside.path())
 }
 
 /// An ONNX model through the whole `mppq quantize` run with default settings, on one synthetic
@@ -116,39 +153,112 @@ pub fn calib_readers(data: &[u8]) {
 }
 
 /// A setting file (`.toml` or `.json`) checked as `mppq quantize --setting` checks it before
-/// any work, or a quantization JSON applied to `testdata/tiny_cnn.onnx` and simulated on one
-/// batch as `mppq run --quant-config` does. The first byte picks which.
+/// any work and then used to quantize a small model on one batch (so every knob reaches the pass
+/// that reads it, with the default observer too); a quantization JSON applied to
+/// `testdata/tiny_cnn.onnx` and simulated on one batch as `mppq run --quant-config` does; or a
+/// range file imported while quantizing `tiny_cnn` (`--import-ranges`). The first byte picks:
+/// below 192 one of the first three (as before range files were added), from 192 a range file.
 pub fn config_readers(data: &[u8]) {
     let Some((&selector, bytes)) = data.split_first() else { return };
     let (Some(model), Some(model_path)) = (tiny_cnn(), tiny_cnn_path()) else { return };
     let Some(dir) = scratch() else { return };
-    let name = ["setting.toml", "setting.json", "quant.json"][usize::from(selector) % 3];
+    let name = if selector >= 192 {
+        "ranges"
+    } else {
+        ["setting.toml", "setting.json", "quant.json"][usize::from(selector) % 3]
+    };
     let path = dir.path().join(name);
     if std::fs::write(&path, bytes).is_err() {
         return;
     }
-    if name == "quant.json" {
-        let setting = QuantizeSetting {
-            max_tensor_mib: Some(MAX_TENSOR_MIB),
-            max_loop_iterations: Some(MAX_LOOP_ITERATIONS),
-            ..QuantizeSetting::default()
-        };
-        let Ok(mut q) = load_quantizer(model_path, setting) else { return };
-        if mppq_api::quantize::apply_quant_config(&mut q.model, &path, &q.setting.pipeline).is_err() {
-            return;
+    let bounded = || QuantizeSetting {
+        max_tensor_mib: Some(MAX_TENSOR_MIB),
+        max_loop_iterations: Some(MAX_LOOP_ITERATIONS),
+        ..QuantizeSetting::default()
+    };
+    match name {
+        "quant.json" => {
+            let Ok(mut q) = load_quantizer(model_path, bounded()) else { return };
+            if mppq_api::quantize::apply_quant_config(&mut q.model, &path, &q.setting.pipeline).is_err() {
+                return;
+            }
+            let Some(batch) = synthetic_batch(model, bytes) else { return };
+            let device = mppq_api::exec::Device::cpu();
+            let calib = CalibrationSet::from_batches(model, "fuzz", vec![batch]);
+            let Ok(feeds) = calib.feeds(0, &device) else { return };
+            let _ = q.simulate(feeds);
         }
-        let Some(batch) = synthetic_batch(model, bytes) else { return };
-        let device = mppq_api::exec::Device::cpu();
-        let calib = CalibrationSet::from_batches(model, "fuzz", vec![batch]);
-        let Ok(feeds) = calib.feeds(0, &device) else { return };
-        let _ = q.simulate(feeds);
-    } else {
-        let Ok(mut setting) = QuantizeSetting::from_file(&path) else { return };
-        // The budgets are process-wide: a fuzzed one would change every later input's run.
-        setting.max_tensor_mib = Some(MAX_TENSOR_MIB);
-        setting.max_loop_iterations = Some(MAX_LOOP_ITERATIONS);
-        let _ = load_quantizer(model_path, setting);
+        "ranges" => {
+            let setting = QuantizeSetting { import_ranges: Some(path.clone()), ..bounded() };
+            let Ok(mut q) = load_quantizer(model_path, setting) else { return };
+            let Some(batch) = synthetic_batch(model, bytes) else { return };
+            let calib = CalibrationSet::from_batches(model, "fuzz", vec![batch]);
+            let _ = q.quantize(&calib, &mut NoProgress);
+        }
+        _ => {
+            let Ok(mut setting) = QuantizeSetting::from_file(&path) else { return };
+            // The budgets are process-wide: a fuzzed one would change every later input's run.
+            setting.max_tensor_mib = Some(MAX_TENSOR_MIB);
+            setting.max_loop_iterations = Some(MAX_LOOP_ITERATIONS);
+            // Settings name files and exporters: those are other targets' business.
+            (setting.import_ranges, setting.weights, setting.exporters) = (None, None, Some(vec!["quant-json".into()]));
+            let Some(mini) = mini_model_path() else { return };
+            let Ok(mut q) = load_quantizer(mini, setting) else { return };
+            bound_the_work(&mut q.setting);
+            let Some(batch) = synthetic_batch(&q.model, bytes) else { return };
+            let calib = CalibrationSet::from_batches(&q.model, "fuzz", vec![batch]);
+            let _ = q.quantize(&calib, &mut NoProgress);
+        }
     }
+}
+
+/// Caps the knobs that only make a valid setting slow (training steps, rounds, batches), once it
+/// has been checked: a long run is not a finding, a panic on the knob's value is.
+fn bound_the_work(setting: &mut QuantizeSetting) {
+    let p = &mut setting.pipeline;
+    for s in [&mut p.adaround, &mut p.round_tuning, &mut p.block_reconstruction, &mut p.lsq] {
+        (s.steps, s.batches, s.patience) = (s.steps.min(3), s.batches.min(1), s.patience.min(3));
+    }
+    p.bias_correction.rounds = p.bias_correction.rounds.min(1);
+    p.equalization.iterations = p.equalization.iterations.min(2);
+    p.ssd_equalization.iterations = p.ssd_equalization.iterations.min(1);
+    p.channel_split.rounds = p.channel_split.rounds.min(1);
+    setting.budget.max_float_ops = setting.budget.max_float_ops.map(|n| n.min(2));
+}
+
+/// A `.caffemodel` (the bytes after the first) for one of the test prototxts (the first byte
+/// picks): loaded as `mppq quantize NET.prototxt --weights W` loads it (weights checked against
+/// the prototxt), then quantized on one synthetic batch.
+pub fn caffe_weights(data: &[u8]) {
+    const NETS: &[(&str, &str)] = &[
+        ("activations", include_str!("../../../testdata/caffe/activations.prototxt")),
+        ("batchnorm_scale", include_str!("../../../testdata/caffe/batchnorm_scale.prototxt")),
+        ("conv_inplace", include_str!("../../../testdata/caffe/conv_inplace.prototxt")),
+        ("deconv", include_str!("../../../testdata/caffe/deconv.prototxt")),
+        ("eltwise_concat", include_str!("../../../testdata/caffe/eltwise_concat.prototxt")),
+        ("legacy_input", include_str!("../../../testdata/caffe/legacy_input.prototxt")),
+        ("lrn", include_str!("../../../testdata/caffe/lrn.prototxt")),
+        ("pooling", include_str!("../../../testdata/caffe/pooling.prototxt")),
+        ("shapes", include_str!("../../../testdata/caffe/shapes.prototxt")),
+    ];
+    let Some((&selector, weights)) = data.split_first() else { return };
+    let (name, prototxt) = NETS[usize::from(selector) % NETS.len()];
+    let loaded = mppq_api::onnx::caffe::load_caffe_from_bytes(prototxt, weights, name, "fuzz.caffemodel");
+    let Some(model) = trace("load", loaded.map_err(mppq_api::ApiError::from)) else { return };
+    if mppq_api::quantize::check_model(Path::new(name), &model).is_err() {
+        return;
+    }
+    let Ok(platform) = mppq_api::platform_by_name("default") else { return };
+    let setting = QuantizeSetting {
+        max_tensor_mib: Some(MAX_TENSOR_MIB),
+        max_loop_iterations: Some(MAX_LOOP_ITERATIONS),
+        exporters: Some(vec!["quant-json".into()]),
+        ..QuantizeSetting::default()
+    };
+    let Some(mut q) = trace("quantizer", mppq_api::ModelQuantizer::new(platform, model, setting)) else { return };
+    let Some(batch) = synthetic_batch(&q.model, data) else { return };
+    let calib = CalibrationSet::from_batches(&q.model, "fuzz", vec![batch]);
+    trace("quantize", q.quantize(&calib, &mut NoProgress));
 }
 
 /// The result's value; with `MPPQ_FUZZ_TRACE` set, the error of a failed `stage` is printed, to
@@ -184,6 +294,27 @@ fn tiny_cnn_path() -> Option<&'static Path> {
         let dir = scratch()?;
         let path = dir.path().join("tiny_cnn.onnx");
         std::fs::write(&path, TINY_CNN).ok()?;
+        Some((dir, path))
+    });
+    made.as_ref().map(|(_, path)| path.as_path())
+}
+
+/// A small model for [`config_readers`]' settings to quantize quickly (two Conv + ReLU, an
+/// InnerProduct and a Softmax on a 2×4×11×11 input): `testdata/caffe/conv_inplace` converted,
+/// written once.
+fn mini_model_path() -> Option<&'static Path> {
+    static FILE: OnceLock<Option<(tempfile::TempDir, PathBuf)>> = OnceLock::new();
+    let made = FILE.get_or_init(|| {
+        let model = mppq_api::onnx::caffe::load_caffe_from_bytes(
+            include_str!("../../../testdata/caffe/conv_inplace.prototxt"),
+            include_bytes!("../../../testdata/caffe/conv_inplace.caffemodel"),
+            "conv_inplace.prototxt",
+            "conv_inplace.caffemodel",
+        )
+        .ok()?;
+        let dir = scratch()?;
+        let path = dir.path().join("mini.onnx");
+        mppq_api::onnx::save_model(&model, &path, &Default::default()).ok()?;
         Some((dir, path))
     });
     made.as_ref().map(|(_, path)| path.as_path())

@@ -349,6 +349,12 @@ fn main() -> std::process::ExitCode {
     mppq_api::exec::allocator::retain_freed_memory();
     let cli = Cli::parse();
     std::panic::set_hook(Box::new(|info| {
+        // `mppq info m.onnx | head`: the reader left, so `println!` panics on the closed pipe.
+        // Not a bug: end quietly, with the status a process killed by SIGPIPE has.
+        let message = info.payload_as_str().unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
         eprintln!("internal error (a bug in mppq {}; please report it): {info}", env!("CARGO_PKG_VERSION"));
     }));
     match std::panic::catch_unwind(|| run(cli)) {

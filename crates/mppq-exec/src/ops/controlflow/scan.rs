@@ -104,6 +104,8 @@ impl Scan {
             axes.push(axis);
         }
         let len = len.unwrap_or(0);
+        // ONNX Runtime refuses a body that changes a state's shape; it ran here.
+        let state_shapes: Vec<Option<Vec<usize>>> = states.iter().map(|v| v.as_tensor().map(Tensor::shape)).collect();
         let mut states = states;
         let n_scan_out = self.out_axes.len();
         let mut outs: Vec<Vec<Tensor>> = vec![Vec::with_capacity(len); n_scan_out];
@@ -118,6 +120,16 @@ impl Scan {
             let mut out =
                 ctx.run_subgraph("body", &self.body.exec, feeds, &self.body.outputs)?.into_iter().map(|(_, v)| v);
             states.extend(out.by_ref().take(self.n_state));
+            for (k, (state, before)) in states.iter().zip(&state_shapes).enumerate() {
+                let now = state.as_tensor().map(Tensor::shape);
+                if before.is_some() && now != *before {
+                    return Err(ctx.err(format!(
+                        "iteration {i} changed state {k} from shape {:?} to {:?}: a Scan's states keep their shape",
+                        before.clone().unwrap_or_default(),
+                        now.unwrap_or_default()
+                    )));
+                }
+            }
             for (k, v) in out.enumerate() {
                 outs[k].push(v.into_tensor().ok_or_else(|| ctx.err(format!("scan output {k} must be a tensor")))?);
             }

@@ -33,6 +33,19 @@ pub struct QuantJson {
     /// (e.g. `If_0/then_branch`).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub subgraphs: IndexMap<String, QuantJson>,
+    /// [`mppq_ir::Graph::weights_fingerprint`] of the float model the file was made for (hex;
+    /// the top level only): the passes may have changed weights (equalization, training), and
+    /// the file describes the model written beside it (`model.float.onnx`), not the original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<String>,
+}
+
+impl QuantJson {
+    /// Whether `graph` has the weights the file was made for (always, for a file that does not
+    /// say).
+    pub fn made_for_weights_of(&self, graph: &Graph) -> bool {
+        self.weights.as_ref().is_none_or(|w| *w == format!("{:016x}", graph.weights_fingerprint()))
+    }
 }
 
 /// One operation: its precision and, when it carries configs, one entry per input/output slot.
@@ -123,7 +136,9 @@ fn slots(g: &Graph, vars: &[Option<VarId>], configs: &[Option<TensorQuantConfig>
 
 /// The JSON of a model's quantization state.
 pub fn to_quant_json(model: &Model) -> Result<QuantJson> {
-    graph_json(&model.graph)
+    let mut json = graph_json(&model.graph)?;
+    json.weights = Some(format!("{:016x}", model.graph.weights_fingerprint()));
+    Ok(json)
 }
 
 /// Sub-graphs that carry quantization configs somewhere inside.
@@ -172,7 +187,7 @@ fn graph_json(g: &Graph) -> Result<QuantJson> {
         }
     }
     let subgraphs = quantized_subgraphs(g).map(|(key, body)| Ok((key, graph_json(body)?))).collect::<Result<_>>()?;
-    Ok(QuantJson { format: FORMAT.into(), graph: g.name.clone(), operations, tensors, subgraphs })
+    Ok(QuantJson { format: FORMAT.into(), graph: g.name.clone(), operations, tensors, subgraphs, weights: None })
 }
 
 /// Writes [`to_quant_json`] of `model` to `path` atomically (temp file + rename).
@@ -266,6 +281,31 @@ fn configs_of(
         .collect()
 }
 
+/// Quantization gives a body its own copy of each enclosing constant it quantizes (named
+/// `NAME_in_OP`, as a sub-graph must not shadow an enclosing name): the JSON names the copy, the
+/// user's original model reads the enclosing constant. Makes the same copies here, so the JSON
+/// applies to the original model as to `model.float.onnx` (it was refused: "input is `X` in the
+/// graph but `X_in_If_0` in the JSON").
+fn localise_captured_constants(outer: &Graph, body: &mut Graph, json: &QuantJson) -> Result<()> {
+    let captured = body.captured_names();
+    for (op_name, entry) in &json.operations {
+        let (Some(id), Some(inputs)) = (body.op_id(op_name), &entry.inputs) else { continue };
+        for (slot, e) in inputs.iter().enumerate() {
+            let Some(e) = e else { continue };
+            let Some(var) = body.operation(id)?.inputs().get(slot).copied().flatten() else { continue };
+            let name = body.var_name(var).to_string();
+            if name == e.tensor || !captured.contains(&name) || body.var_id(&e.tensor).is_some() {
+                continue;
+            }
+            let value = outer.var_id(&name).and_then(|v| outer.variable(v).ok()?.value.clone());
+            let Some(value) = value else { continue };
+            let copy = body.add_initializer(e.tensor.clone(), value)?;
+            body.set_op_input(id, slot, Some(copy))?;
+        }
+    }
+    Ok(())
+}
+
 /// Puts the JSON's precisions and configs on `graph` (matched by operation name; types, slot
 /// counts and tensor names must agree). A JSON listing no operation, or leaving out one with
 /// weights, is refused: it would leave them float without a word. Nothing is changed when an
@@ -331,6 +371,7 @@ pub fn apply_quant_json(graph: &mut Graph, json: &QuantJson) -> Result<()> {
         });
         let (id, attr, mut body) =
             found.ok_or_else(|| bad(format!("sub-graph `{key}` (operation/attribute) is not in the graph")))?;
+        localise_captured_constants(graph, &mut body, sub)?;
         apply_quant_json(&mut body, sub)?;
         bodies.push((id, attr, body));
     }

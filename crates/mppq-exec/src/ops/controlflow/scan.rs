@@ -203,3 +203,49 @@ impl Kernel for Scan {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Device, Executor, OpRegistry, Tensor, Value};
+    use mppq_ir::{Attribute, Graph, Operation};
+
+    /// A Scan whose body grows its state (s' = Concat(s, x)) is refused naming the node, as ONNX
+    /// Runtime refuses it; it ran.
+    #[test]
+    fn a_state_that_changes_shape_is_an_error() {
+        let mut body = Graph::new("body");
+        let (s, x, s2, y) = (
+            body.ensure_variable("s"),
+            body.ensure_variable("x"),
+            body.ensure_variable("s2"),
+            body.ensure_variable("y"),
+        );
+        body.add_graph_input(s).unwrap();
+        body.add_graph_input(x).unwrap();
+        let concat = Operation::new("Concat", "grow").with_opset(13).with_attr("axis", Attribute::Int(0));
+        body.add_operation(concat, &[Some(s), Some(x)], &[Some(s2)]).unwrap();
+        body.add_operation(Operation::new("Identity", "id").with_opset(13), &[Some(x)], &[Some(y)]).unwrap();
+        body.add_graph_output(s2).unwrap();
+        body.add_graph_output(y).unwrap();
+        let mut g = Graph::new("outer");
+        let (s0, xs, sf, ys) =
+            (g.ensure_variable("s0"), g.ensure_variable("xs"), g.ensure_variable("s_final"), g.ensure_variable("ys"));
+        g.add_graph_input(s0).unwrap();
+        g.add_graph_input(xs).unwrap();
+        let scan = Operation::new("Scan", "scan")
+            .with_opset(16)
+            .with_attr("body", Attribute::Graph(Box::new(body)))
+            .with_attr("num_scan_inputs", Attribute::Int(1));
+        g.add_operation(scan, &[Some(s0), Some(xs)], &[Some(sf), Some(ys)]).unwrap();
+        g.add_graph_output(sf).unwrap();
+        g.add_graph_output(ys).unwrap();
+        let device = Device::cpu();
+        let exec = Executor::new(&g, &OpRegistry::builtin(), &device, &|_| 16).unwrap();
+        let feeds: Vec<(String, Value)> = vec![
+            ("s0".into(), Tensor::from_f32(&[1], vec![0.0], &device).into()),
+            ("xs".into(), Tensor::from_f32(&[3, 1], vec![1.0, 2.0, 3.0], &device).into()),
+        ];
+        let err = exec.run(feeds, &mut []).unwrap_err().to_string();
+        assert!(err.contains("scan") && err.contains("changed state 0 from shape [1] to [2]"), "{err}");
+    }
+}

@@ -44,7 +44,8 @@ impl Pass for RuntimeCalibration {
         let exec = ctx.executor(self.name())?;
         let progress = &mut *ctx.progress;
         let cache = &mut ctx.observations;
-        cache.prefetch_histograms = self.prefetch_histograms;
+        cache.prefetch_histograms = self.prefetch_histograms
+            && crate::optimisation::range_search::histograms_over_budget(ctx.graph, setting.options.bins).is_none();
         let n = calibrate_activations_cached(ctx.graph, &exec, ctx.data, &setting, cache, |task, done, total| {
             if done == 1 {
                 progress.begin(task, total as u64);

@@ -11,6 +11,7 @@ use crate::runtime::pass::{Pass, PassContext, PassReport};
 use crate::runtime::slots::choose_observer;
 use mppq_ir::quant::ObserverKind;
 use mppq_ir::quant::{configured_slots, variable_of};
+use mppq_quant::ObserverOptions;
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `range_search` (settings section `range_search`).
@@ -53,14 +54,48 @@ impl RangeSearchSetting {
         let mut out = Vec::new();
         for observer in self.observers_at(level) {
             match observer {
-                ObserverKind::Percentile => {
-                    out.extend(percentiles.iter().map(|&p| RangeSearch { observer, percentile: Some(p) }))
-                }
-                _ => out.push(RangeSearch { observer, percentile: None }),
+                ObserverKind::Percentile => out.extend(percentiles.iter().map(|&p| RangeSearch {
+                    observer,
+                    percentile: Some(p),
+                    histogram_bins: ObserverOptions::default().bins,
+                })),
+                _ => out.push(RangeSearch {
+                    observer,
+                    percentile: None,
+                    histogram_bins: ObserverOptions::default().bins,
+                }),
             }
         }
         out
     }
+}
+
+/// The activation configs a candidate observer is put on: every non-parameter config but the
+/// Softmax outputs that keep the isotone observer an earlier pass chose.
+fn searched_locations(graph: &mppq_ir::Graph) -> Vec<mppq_ir::quant::ConfigLocation> {
+    configured_slots(graph)
+        .into_iter()
+        .filter(|loc| variable_of(graph, *loc).and_then(|v| graph.variable(v).ok()).is_some_and(|v| !v.is_parameter()))
+        .filter(|loc| mppq_ir::quant::config_at(graph, *loc).is_some_and(|c| c.observer != ObserverKind::Isotone))
+        .collect()
+}
+
+/// Why histograms of `bins` bins for every searched activation do not fit the tensor budget
+/// (they are held at once, the observers' and the shared cache's copies: a graph of 100 000
+/// operations asked for gigabytes and aborted); `None` when they fit. Range search skips such
+/// candidates and calibration does not prefetch histograms for them, saying so.
+pub fn histograms_over_budget(graph: &mppq_ir::Graph, bins: usize) -> Option<String> {
+    let configs = searched_locations(graph).len() as u64;
+    let bytes = configs.saturating_mul(bins as u64 * 8 * 2);
+    let budget = mppq_exec::budget::max_tensor_bytes();
+    (bytes > budget).then(|| {
+        format!(
+            "{configs} activation configs × {bins} bins would hold {} MiB of histograms, over the {} MiB budget \
+             (lower calibration.bins, or raise max_tensor_mib)",
+            bytes >> 20,
+            budget >> 20
+        )
+    })
 }
 
 /// ONNX Runtime's default `percentile=99.999` in this crate's one-sided terms.
@@ -71,6 +106,8 @@ pub struct RangeSearch {
     pub observer: ObserverKind,
     /// The `percentile` observer's percentile for this candidate (`None`: the calibration's).
     pub percentile: Option<f64>,
+    /// Bins of the calibration's histograms (`calibration.bins`), for the memory check.
+    pub histogram_bins: usize,
 }
 
 impl Pass for RangeSearch {
@@ -83,19 +120,12 @@ impl Pass for RangeSearch {
     }
 
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
-        let activations: Vec<_> = configured_slots(ctx.graph)
-            .into_iter()
-            .filter(|loc| {
-                variable_of(ctx.graph, *loc).and_then(|v| ctx.graph.variable(v).ok()).is_some_and(|v| !v.is_parameter())
-            })
-            .collect();
-        // Softmax outputs keep the isotone observer an earlier pass chose.
-        let locations: Vec<_> = activations
-            .into_iter()
-            .filter(|loc| {
-                mppq_ir::quant::config_at(ctx.graph, *loc).is_some_and(|c| c.observer != ObserverKind::Isotone)
-            })
-            .collect();
+        let locations = searched_locations(ctx.graph);
+        if mppq_quant::observer::collects_signed_histogram(self.observer)
+            && let Some(why) = histograms_over_budget(ctx.graph, self.histogram_bins)
+        {
+            return Ok(PassReport::new(self.name(), 0, format!("not tried: {why}")));
+        }
         let mut changed = choose_observer(ctx.graph, &locations, self.observer);
         let at = match self.percentile {
             Some(p) => {

@@ -75,6 +75,9 @@ impl std::fmt::Display for GuardOutcome {
 /// guard's decisions on models with a silent output.
 const GUARD_SIGNAL_FLOOR: f64 = 1e-12;
 
+/// The most bytes of reference outputs the guard holds (the calibration cache's bound).
+const REFERENCE_BYTES: usize = mppq_quant::calibrate::ObservationCache::OUTPUT_BYTES;
+
 /// The reference outputs and the best output SNR so far. The reference is
 /// `PassContext::float_reference` (the float graph before the first optimisation pass, shared
 /// with the analysis rather than copied); it does not change during a run, so its outputs on the
@@ -101,10 +104,22 @@ impl GuardState {
             let expected = match kept {
                 Some(kept) => kept,
                 None => {
+                    // Held for the whole run: at most REFERENCE_BYTES (and at least one batch),
+                    // so a model with huge outputs measures on fewer batches instead of
+                    // aborting on memory (an Expand to 1 GB outputs: `run` worked, the guard
+                    // aborted holding 16 batches of it).
+                    let limit = REFERENCE_BYTES.min(mppq_exec::budget::max_tensor_bytes() as usize);
                     let exec = Executor::new(reference, ctx.registry, ctx.device, ctx.opsets).in_pass(pass)?;
-                    (0..batches)
-                        .map(|b| Ok(float_outputs(exec.run(ctx.batch(b, pass)?, &mut []).in_pass(pass)?)))
-                        .collect::<Result<Vec<_>>>()?
+                    let (mut kept, mut bytes) = (Vec::new(), 0usize);
+                    for b in 0..batches {
+                        let outputs = float_outputs(exec.run(ctx.batch(b, pass)?, &mut []).in_pass(pass)?);
+                        bytes += outputs.iter().map(|(_, v)| v.len() * 4).sum::<usize>();
+                        if b > 0 && bytes > limit {
+                            break;
+                        }
+                        kept.push(outputs);
+                    }
+                    kept
                 }
             };
             self.expected = Some(expected);

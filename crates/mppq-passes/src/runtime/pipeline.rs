@@ -135,7 +135,8 @@ impl Pipeline {
         }
         let mut prefetch_histograms = false;
         if setting.runs("range_search", setting.range_search.enabled) {
-            for candidate in setting.range_search.candidates_at(setting.optimize, setting.calibration.percentile) {
+            for mut candidate in setting.range_search.candidates_at(setting.optimize, setting.calibration.percentile) {
+                candidate.histogram_bins = setting.calibration.bins;
                 prefetch_histograms |= mppq_quant::observer::collects_signed_histogram(candidate.observer);
                 passes.push(Box::new(candidate));
             }

@@ -62,7 +62,9 @@ impl Staging {
                      directory (-o)",
                 ));
             }
-            Err(std::fs::TryLockError::Error(source)) => return Err(io(out_dir)(source)),
+            // A filesystem without locks (some network mounts): the run goes on unlocked; the
+            // bracketed move still lets readers see an interrupted one.
+            Err(std::fs::TryLockError::Error(_)) => {}
         }
         let mut staging =
             Self { out_dir: out_dir.to_path_buf(), dir: None, inputs, _lock: lock, created, committed: false };

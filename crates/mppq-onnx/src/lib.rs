@@ -4,7 +4,8 @@
 //! It owns the prost types generated from the ONNX schema kept in this crate ([`proto`]), the
 //! conversions of tensors, types and attributes, model [`load`] with validation (every problem a
 //! typed [`OnnxError`] naming the file and the node or field), atomic model [`save`] with
-//! external data for large models, raising a model's opset ([`opset`]), and the Caffe frontend
+//! external data for large models (read only from files inside the model's folder:
+//! [`confine`]), raising a model's opset ([`opset`]), and the Caffe frontend
 //! ([`caffe`]: `.prototxt` + `.caffemodel` to the same IR).
 
 pub mod attribute;

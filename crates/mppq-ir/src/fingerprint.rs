@@ -29,10 +29,7 @@ impl Graph {
             text(&mut h, &format!("{}|{}", id.0, var.name));
             let Some(value) = &var.value else { continue };
             text(&mut h, &format!("{:?}{:?}", value.dtype(), value.shape()));
-            match value.bytes() {
-                TensorBytes::Packed(bytes) => h.update(bytes),
-                TensorBytes::Strings(strings) => strings.iter().for_each(|s| h.update(s)),
-            }
+            hash_bytes(&mut h, value);
         }
         h.digest()
     }
@@ -52,10 +49,7 @@ impl Graph {
                 let head = format!("{name}|{:?}{:?}", value.dtype(), value.shape());
                 h.update(&(head.len() as u64).to_le_bytes());
                 h.update(head.as_bytes());
-                match value.bytes() {
-                    TensorBytes::Packed(bytes) => h.update(bytes),
-                    TensorBytes::Strings(strings) => strings.iter().for_each(|s| h.update(s)),
-                }
+                hash_bytes(h, value);
             }
             for (_, op) in g.operations() {
                 for a in op.attributes.values() {
@@ -68,6 +62,14 @@ impl Graph {
         let mut h = Xxh3::new();
         add(self, &mut h);
         h.digest()
+    }
+}
+
+/// Adds a tensor's stored bytes (packed data, or each string) to `h`.
+fn hash_bytes(h: &mut Xxh3, value: &crate::tensor::TensorData) {
+    match value.bytes() {
+        TensorBytes::Packed(bytes) => h.update(bytes),
+        TensorBytes::Strings(strings) => strings.iter().for_each(|s| h.update(s)),
     }
 }
 

@@ -11,7 +11,6 @@ use crate::runtime::pass::{Pass, PassContext, PassReport};
 use crate::runtime::slots::choose_observer;
 use mppq_ir::quant::ObserverKind;
 use mppq_ir::quant::{configured_slots, variable_of};
-use mppq_quant::ObserverOptions;
 use serde::{Deserialize, Serialize};
 
 /// The knobs of `range_search` (settings section `range_search`).
@@ -42,8 +41,9 @@ impl RangeSearchSetting {
     }
 
     /// The candidates at `optimize` level `level`: each observer of [`Self::observers_at`], the
-    /// `percentile` observer at each percentile (`calibration` = `calibration.percentile`).
-    pub fn candidates_at(&self, level: u8, calibration: f64) -> Vec<RangeSearch> {
+    /// `percentile` observer at each percentile (`calibration` = `calibration.percentile`);
+    /// `histogram_bins` is `calibration.bins`.
+    pub fn candidates_at(&self, level: u8, calibration: f64, histogram_bins: usize) -> Vec<RangeSearch> {
         let percentiles = self.percentiles.clone().unwrap_or_else(|| {
             let mut list = vec![calibration];
             if calibration != ORT_PERCENTILE {
@@ -57,13 +57,9 @@ impl RangeSearchSetting {
                 ObserverKind::Percentile => out.extend(percentiles.iter().map(|&p| RangeSearch {
                     observer,
                     percentile: Some(p),
-                    histogram_bins: ObserverOptions::default().bins,
+                    histogram_bins,
                 })),
-                _ => out.push(RangeSearch {
-                    observer,
-                    percentile: None,
-                    histogram_bins: ObserverOptions::default().bins,
-                }),
+                _ => out.push(RangeSearch { observer, percentile: None, histogram_bins }),
             }
         }
         out
@@ -85,7 +81,12 @@ fn searched_locations(graph: &mppq_ir::Graph) -> Vec<mppq_ir::quant::ConfigLocat
 /// operations asked for gigabytes and aborted); `None` when they fit. Range search skips such
 /// candidates and calibration does not prefetch histograms for them, saying so.
 pub fn histograms_over_budget(graph: &mppq_ir::Graph, bins: usize) -> Option<String> {
-    let configs = searched_locations(graph).len() as u64;
+    histograms_over_budget_for(searched_locations(graph).len(), bins)
+}
+
+/// [`histograms_over_budget`] for `configs` searched activation configs.
+fn histograms_over_budget_for(configs: usize, bins: usize) -> Option<String> {
+    let configs = configs as u64;
     let bytes = configs.saturating_mul(bins as u64 * 8 * 2);
     let budget = mppq_exec::budget::max_tensor_bytes();
     (bytes > budget).then(|| {
@@ -122,7 +123,7 @@ impl Pass for RangeSearch {
     fn run(&mut self, ctx: &mut PassContext<'_>) -> Result<PassReport> {
         let locations = searched_locations(ctx.graph);
         if mppq_quant::observer::collects_signed_histogram(self.observer)
-            && let Some(why) = histograms_over_budget(ctx.graph, self.histogram_bins)
+            && let Some(why) = histograms_over_budget_for(locations.len(), self.histogram_bins)
         {
             return Ok(PassReport::new(self.name(), 0, format!("not tried: {why}")));
         }

@@ -135,8 +135,8 @@ impl Pipeline {
         }
         let mut prefetch_histograms = false;
         if setting.runs("range_search", setting.range_search.enabled) {
-            for mut candidate in setting.range_search.candidates_at(setting.optimize, setting.calibration.percentile) {
-                candidate.histogram_bins = setting.calibration.bins;
+            let c = &setting.calibration;
+            for candidate in setting.range_search.candidates_at(setting.optimize, c.percentile, c.bins) {
                 prefetch_histograms |= mppq_quant::observer::collects_signed_histogram(candidate.observer);
                 passes.push(Box::new(candidate));
             }

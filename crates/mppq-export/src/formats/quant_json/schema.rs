@@ -44,8 +44,13 @@ impl QuantJson {
     /// Whether `graph` has the weights the file was made for (always, for a file that does not
     /// say).
     pub fn made_for_weights_of(&self, graph: &Graph) -> bool {
-        self.weights.as_ref().is_none_or(|w| *w == format!("{:016x}", graph.weights_fingerprint()))
+        self.weights.as_ref().is_none_or(|w| *w == weights_id(graph))
     }
+}
+
+/// The `weights` value of `graph`: its weights fingerprint in hex.
+fn weights_id(graph: &Graph) -> String {
+    format!("{:016x}", graph.weights_fingerprint())
 }
 
 /// One operation: its precision and, when it carries configs, one entry per input/output slot.
@@ -137,7 +142,7 @@ fn slots(g: &Graph, vars: &[Option<VarId>], configs: &[Option<TensorQuantConfig>
 /// The JSON of a model's quantization state.
 pub fn to_quant_json(model: &Model) -> Result<QuantJson> {
     let mut json = graph_json(&model.graph)?;
-    json.weights = Some(format!("{:016x}", model.graph.weights_fingerprint()));
+    json.weights = Some(weights_id(&model.graph));
     Ok(json)
 }
 

@@ -4,6 +4,7 @@
 mod backend_tests;
 mod bench;
 mod conformance;
+mod cpu_lane;
 mod fuzz;
 mod opset_upgrade;
 mod optimize_table;
@@ -143,6 +144,10 @@ enum Command {
         /// Exit 0 even when a model misses the targets (the table is still printed).
         #[arg(long)]
         report_only: bool,
+        /// CPU classes ORT runs the export on, each a row per model: host (this machine) and
+        /// x86-avx2 (ORT under `qemu-x86_64 -cpu Haswell`: AVX2 without VNNI). Default: host.
+        #[arg(long = "cpu", value_delimiter = ',')]
+        cpus: Vec<String>,
     },
     /// What each optimisation pass and `--optimize` level buys: held-out SNR of the QDQ export
     /// in ONNX Runtime, per testdata model and variant, as a Markdown table (non-zero exit when
@@ -214,8 +219,10 @@ fn main() -> Result<()> {
         Command::Bench { runs, warmup, threads, json, skip_resnet, profile, device } => {
             bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet, profile, device })
         }
-        Command::QdqCheck { models, json, resnet18, setting, platform, ort_opt, runtime, report_only } => {
-            let opts = qdq_check::Options { models, resnet18, json, setting, platform, ort_opt, runtime, report_only };
+        Command::QdqCheck { models, json, resnet18, setting, platform, ort_opt, runtime, report_only, cpus } => {
+            let lanes = cpus.iter().map(|c| cpu_lane::CpuLane::parse(c)).collect::<anyhow::Result<_>>()?;
+            let opts =
+                qdq_check::Options { models, resnet18, json, setting, platform, ort_opt, runtime, report_only, lanes };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::OptimizeTable { resnet18, json } => {

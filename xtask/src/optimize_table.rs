@@ -151,11 +151,8 @@ pub fn run(opts: &Options) -> Result<bool> {
     let eval = ensure_eval_batches()?;
     let mut models: Vec<(String, PathBuf, PathBuf, QuantizeSetting)> = Vec::new();
     let names = crate::qdq_check::testdata_models()?;
-    // As qdq-check: ORT computes 8-bit weights exactly only with VNNI.
-    let mut default = QuantizeSetting::default();
-    if !mppq_exec::cpu::has_vnni() {
-        default.quantizer.reduce_range = Some(true);
-    }
+    // The defaults as a user gets them (target_cpu `any`: exact on every CPU class).
+    let default = QuantizeSetting::default();
     for n in names {
         let (model, calib) = (root.join(format!("testdata/{n}.onnx")), root.join(format!("testdata/{n}_calib")));
         if n == "tiny_mobilenet" {
@@ -172,8 +169,8 @@ pub fn run(opts: &Options) -> Result<bool> {
         models.push(("resnet18".into(), model, calib, default.clone()));
     }
     println!(
-        "this CPU {} VNNI; calibration on each model's batches, SNR on {EVAL_BATCHES} held-out ones",
-        if mppq_exec::cpu::has_vnni() { "has" } else { "lacks (7-bit weights)" }
+        "ORT on this CPU ({}); calibration on each model's batches, SNR on {EVAL_BATCHES} held-out ones",
+        mppq_quant::quantizer::TargetCpu::host()
     );
     println!(
         "| model | variant | SNR, ORT, held-out (dB) | Δ vs level 1 | quantize (s) | passes (s) | guarded passes |"

@@ -11,8 +11,8 @@ use mppq_ir::{Graph, VarId};
 use mppq_quant::metrics::snr_db;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use crate::cpu_lane::CpuLane;
 use crate::proto::workspace_root;
 
 /// Targets of the check.
@@ -37,18 +37,23 @@ pub struct Options {
     /// Print the table but exit 0 on a miss (a runtime whose kernels the simulation does not
     /// model exactly; its misses are findings to read, not regressions).
     pub report_only: bool,
+    /// The CPU classes ORT runs the export on (`crate::cpu_lane`); each gives a row per model.
+    pub lanes: Vec<CpuLane>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct ModelResult {
     pub model: String,
+    /// The CPU class ORT ran on (`host (x86-vnni)`, `x86-avx2 (qemu Haswell)`).
+    pub cpu: String,
     pub elements: usize,
     /// % of output elements of ORT within one output quantization step of the simulation.
     pub agreement_pct: f64,
     pub snr_ort_db: f64,
     pub snr_sim_db: f64,
     pub delta_snr_db: f64,
-    /// Our executor on the exported model vs the simulation: % within one step.
+    /// Our executor on the exported model (convolutions fused into QLinearConv, the rest in
+    /// float) vs the simulation with integer convolutions only: % within one step.
     pub ours_agreement_pct: f64,
     pub snr_ours_db: f64,
     pub max_diff_steps: f64,
@@ -81,12 +86,13 @@ fn batches(dir: &Path) -> Result<Vec<PathBuf>> {
 /// Runs `model` in ONNX Runtime (graph optimisations `opt`) on `files`, writing the outputs of
 /// batch i to `out_dir/ort_<i>.npz` (`python/ort_qdq.py`).
 pub fn run_ort(python: &Path, model: &Path, out_dir: &Path, files: &[PathBuf], opt: &str) -> Result<()> {
-    run_runtime("ort", python, model, out_dir, files, opt)
+    run_runtime("ort", CpuLane::Host, python, model, out_dir, files, opt)
 }
 
 /// [`run_ort`] in the runtime named (`ort`, or `openvino`: `python/ov_qdq.py`, same outputs).
 pub fn run_runtime(
     runtime: &str,
+    lane: CpuLane,
     python: &Path,
     model: &Path,
     out_dir: &Path,
@@ -98,17 +104,21 @@ pub fn run_runtime(
         "openvino" => "ov_qdq.py",
         other => bail!("unknown runtime `{other}`: ort or openvino"),
     };
-    let status = Command::new(python)
+    let output = lane
+        .python(python)?
         .arg(crate::pyenv::script(script))
         .arg(model)
         .arg(out_dir)
         .args(files)
         .args(["--opt", opt])
         .stdout(std::process::Stdio::null())
-        .status()
-        .with_context(|| format!("running {script}"))?;
-    if !status.success() {
-        bail!("{runtime} failed on {}", model.display());
+        .output()
+        .with_context(|| format!("running {script} ({lane})"))?;
+    if !output.status.success() {
+        // Without qemu's warnings about the CPU features it cannot emulate.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let said: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("qemu-x86_64: warning")).collect();
+        bail!("{runtime} failed on {} ({lane}):\n{}", model.display(), said.join("\n"));
     }
     Ok(())
 }
@@ -198,7 +208,7 @@ pub fn check_model(
     calib_dir: &Path,
     opts: &Options,
     python: &Path,
-) -> Result<ModelResult> {
+) -> Result<Vec<ModelResult>> {
     let device = Device::cpu();
     let files = batches(calib_dir)?;
     let data: Vec<_> = files.iter().map(|f| feeds(f, &device)).collect::<Result<_>>()?;
@@ -209,16 +219,8 @@ pub fn check_model(
     if let Some(platform) = &opts.platform {
         setting.platform = platform.clone();
     }
-    // ORT's u8×s8 kernels saturate 8-bit weights on x86 CPUs without VNNI: there, check the
-    // default platform with ORT's own remedy, 7-bit weights (`reduce_range`).
-    let q = &mut setting.quantizer;
-    if setting.platform == "default"
-        && q.weight_bits.is_none()
-        && q.reduce_range.is_none()
-        && !mppq_exec::cpu::has_vnni()
-    {
-        q.reduce_range = Some(true);
-    }
+    // The setting as the user gives it: no mode switched by the host's CPU (the lanes run the
+    // export on each class instead).
     // The user's path: the `qdq` exporter of the registry, with the setting's `[export.qdq]`.
     setting.exporters = Some(vec!["qdq".into()]);
     let mut quantizer = mppq_api::load_quantizer(model_path, setting)?;
@@ -239,8 +241,13 @@ pub fn check_model(
         std::fs::copy(&path, Path::new(&keep).join(format!("{name}.qdq.onnx")))?;
     }
 
-    run_runtime(&opts.runtime, python, &path, dir.path(), &files, &opts.ort_opt)
-        .with_context(|| format!("{name}: ONNX Runtime on the exported model"))?;
+    let lanes = if opts.lanes.is_empty() { vec![CpuLane::Host] } else { opts.lanes.clone() };
+    for (l, lane) in lanes.iter().enumerate() {
+        let out = dir.path().join(format!("lane{l}"));
+        std::fs::create_dir_all(&out)?;
+        run_runtime(&opts.runtime, *lane, python, &path, &out, &files, &opts.ort_opt)
+            .with_context(|| format!("{name}: ONNX Runtime on the exported model ({lane})"))?;
+    }
 
     let g = &model.graph;
     let opsets = |d: &str| model.opset_imports.get(d).copied().unwrap_or(0);
@@ -252,69 +259,92 @@ pub fn check_model(
     let ours = Executor::new(&reloaded.graph, &OpRegistry::builtin(), &device, &ex_opsets)?;
     let steps: Vec<Option<f32>> = g.outputs().iter().map(|v| output_step(g, *v)).collect();
 
-    let (mut fp_all, mut sim_all, mut ort_all, mut ours_all) = (vec![], vec![], vec![], vec![]);
-    let (mut total, mut ok_ort, mut ok_ours, mut worst) = (0usize, 0usize, 0usize, 0f64);
+    let (mut fp_all, mut sim_all, mut ours_all) = (vec![], vec![], vec![]);
+    let mut ort_all = vec![Vec::new(); lanes.len()];
+    let mut ok_ort = vec![0usize; lanes.len()];
+    let mut worst = vec![0f64; lanes.len()];
+    let (mut total, mut ok_ours) = (0usize, 0usize);
     for (i, batch) in data.iter().enumerate() {
         let fp = outputs_f32(reference_exec.as_ref().unwrap_or(&exec).run(batch.clone(), &mut [])?)?;
         let mut hook = QuantSimulation::new(g, BurnFakeQuant);
         let sim = outputs_f32(exec.run(batch.clone(), &mut [&mut hook])?)?;
         let mine = outputs_f32(ours.run(batch.clone(), &mut [])?)?;
-        let ort = mppq_api::data::npy::read_npz(&dir.path().join(format!("ort_{i:03}.npz")))?;
+        // Our executor fuses only the convolutions (QLinearConv) and runs the rest of the export
+        // in float: its reference is the simulation with integer convolutions only.
+        let mut conv_only = QuantSimulation::new(g, BurnFakeQuant).integer_kernels_for(&["Conv"]);
+        let sim_conv_only = outputs_f32(exec.run(batch.clone(), &mut [&mut conv_only])?)?;
+        let ort: Vec<_> = (0..lanes.len())
+            .map(|l| mppq_api::data::npy::read_npz(&dir.path().join(format!("lane{l}/ort_{i:03}.npz"))))
+            .collect::<std::result::Result<_, _>>()?;
         for (k, (oname, s)) in sim.iter().enumerate() {
-            let o = ort
-                .iter()
-                .find(|(n, _)| n == oname)
-                .ok_or_else(|| anyhow!("{name}: ORT gave no output `{oname}`"))?
-                .1
-                .to_f32_vec()?;
             let m = &mine
                 .iter()
                 .find(|(n, _)| n == oname)
                 .ok_or_else(|| anyhow!("{name}: no output `{oname}` from our executor"))?
                 .1;
-            if o.len() != s.len() || m.len() != s.len() {
-                bail!(
-                    "{name}: output `{oname}` has {} elements in ORT, {} in ours, {} in the simulation",
-                    o.len(),
-                    m.len(),
-                    s.len()
-                );
+            for (l, lane_out) in ort.iter().enumerate() {
+                let o = lane_out
+                    .iter()
+                    .find(|(n, _)| n == oname)
+                    .ok_or_else(|| anyhow!("{name}: ORT ({}) gave no output `{oname}`", lanes[l]))?
+                    .1
+                    .to_f32_vec()?;
+                if o.len() != s.len() || m.len() != s.len() {
+                    bail!(
+                        "{name}: output `{oname}` has {} elements in ORT, {} in ours, {} in the simulation",
+                        o.len(),
+                        m.len(),
+                        s.len()
+                    );
+                }
+                let (a, w) = agreement(&o, s, steps[k]);
+                ok_ort[l] += a;
+                worst[l] = worst[l].max(w);
+                ort_all[l].extend_from_slice(&o);
             }
-            let (a, w) = agreement(&o, s, steps[k]);
-            let (b, _) = agreement(m, s, steps[k]);
+            let (b, _) = agreement(m, &sim_conv_only[k].1, steps[k]);
             total += s.len();
-            ok_ort += a;
             ok_ours += b;
-            worst = worst.max(w);
             fp_all.extend_from_slice(&fp[k].1);
             sim_all.extend_from_slice(s);
-            ort_all.extend_from_slice(&o);
             ours_all.extend_from_slice(m);
         }
     }
     let pct = |n: usize| 100.0 * n as f64 / total.max(1) as f64;
-    let (snr_ort, snr_sim, snr_ours) =
-        (snr_db(&fp_all, &ort_all), snr_db(&fp_all, &sim_all), snr_db(&fp_all, &ours_all));
-    let agreement_pct = pct(ok_ort);
+    let (snr_sim, snr_ours) = (snr_db(&fp_all, &sim_all), snr_db(&fp_all, &ours_all));
     let ours_agreement_pct = pct(ok_ours);
-    let delta = snr_ort - snr_sim;
-    // Nothing quantized (a platform that quantizes none of the model's types): the simulation is
-    // the float model exactly, and ORT must match it to float rounding.
-    let same_snr =
-        if snr_sim.is_infinite() { snr_ort >= FLOAT_ONLY_MIN_SNR_DB } else { delta.abs() <= MAX_DELTA_SNR_DB };
-    let pass = agreement_pct >= MIN_AGREEMENT && same_snr && ours_agreement_pct >= MIN_AGREEMENT;
-    Ok(ModelResult {
-        model: name.to_string(),
-        elements: total,
-        agreement_pct,
-        snr_ort_db: snr_ort,
-        snr_sim_db: snr_sim,
-        delta_snr_db: delta,
-        ours_agreement_pct,
-        snr_ours_db: snr_ours,
-        max_diff_steps: worst,
-        pass,
-    })
+    Ok(lanes
+        .iter()
+        .enumerate()
+        .map(|(l, lane)| {
+            let snr_ort = snr_db(&fp_all, &ort_all[l]);
+            let agreement_pct = pct(ok_ort[l]);
+            let delta = snr_ort - snr_sim;
+            // Nothing quantized (a platform that quantizes none of the model's types): the
+            // simulation is the float model exactly, and ORT must match it to float rounding.
+            let same_snr =
+                if snr_sim.is_infinite() { snr_ort >= FLOAT_ONLY_MIN_SNR_DB } else { delta.abs() <= MAX_DELTA_SNR_DB };
+            let pass = agreement_pct >= MIN_AGREEMENT && same_snr && ours_agreement_pct >= MIN_AGREEMENT;
+            ModelResult {
+                model: name.to_string(),
+                cpu: lane.to_string(),
+                elements: total,
+                agreement_pct,
+                snr_ort_db: snr_ort,
+                snr_sim_db: snr_sim,
+                delta_snr_db: delta,
+                ours_agreement_pct,
+                snr_ours_db: snr_ours,
+                max_diff_steps: worst[l],
+                pass,
+            }
+        })
+        .collect())
+}
+
+fn lane_names(opts: &Options) -> String {
+    let lanes = if opts.lanes.is_empty() { vec![CpuLane::Host] } else { opts.lanes.clone() };
+    lanes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// The names of the testdata models (`testdata/<name>.onnx`), sorted.
@@ -345,31 +375,29 @@ pub fn run(opts: &Options) -> Result<bool> {
         let (model, calib) = crate::bench::ensure_resnet18()?;
         models.push(("resnet18".into(), model, calib));
     }
+    println!("CPU classes ORT runs the export on: {}", lane_names(opts));
     println!(
-        "this CPU {} VNNI: the default platform is checked with {}-bit weights",
-        if mppq_exec::cpu::has_vnni() { "has" } else { "lacks" },
-        if mppq_exec::cpu::has_vnni() { 8 } else { 7 }
-    );
-    println!(
-        "{:<18} {:>9} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}  result",
-        "model", "elements", "within 1q", "SNR ort", "SNR sim", "ΔSNR", "max Δ/q", "ours=sim"
+        "{:<18} {:<24} {:>9} {:>10} {:>10} {:>10} {:>8} {:>10} {:>10}  result",
+        "model", "cpu", "elements", "within 1q", "SNR ort", "SNR sim", "ΔSNR", "max Δ/q", "ours=sim"
     );
     let mut results = Vec::new();
     for (m, model, calib) in &models {
-        let r = check_model(m, model, calib, opts, &python).with_context(|| format!("model {m}"))?;
-        println!(
-            "{:<18} {:>9} {:>9.3}% {:>7.2} dB {:>7.2} dB {:>+8.3} {:>10.2} {:>9.3}%  {}",
-            r.model,
-            r.elements,
-            r.agreement_pct,
-            r.snr_ort_db,
-            r.snr_sim_db,
-            r.delta_snr_db,
-            r.max_diff_steps,
-            r.ours_agreement_pct,
-            if r.pass { "ok" } else { "MISS" }
-        );
-        results.push(r);
+        for r in check_model(m, model, calib, opts, &python).with_context(|| format!("model {m}"))? {
+            println!(
+                "{:<18} {:<24} {:>9} {:>9.3}% {:>7.2} dB {:>7.2} dB {:>+8.3} {:>10.2} {:>9.3}%  {}",
+                r.model,
+                r.cpu,
+                r.elements,
+                r.agreement_pct,
+                r.snr_ort_db,
+                r.snr_sim_db,
+                r.delta_snr_db,
+                r.max_diff_steps,
+                r.ours_agreement_pct,
+                if r.pass { "ok" } else { "MISS" }
+            );
+            results.push(r);
+        }
     }
     if let Some(path) = &opts.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)?)?;

@@ -46,6 +46,9 @@ pub struct QuantizerOptions {
     /// ONNX Runtime's `reduce_range`: 7-bit weights ([-64, 63]), which keep ORT's u8×s8 integer
     /// kernels exact on x86 CPUs without VNNI (their `pmaddubsw` saturates with 8-bit weights).
     pub reduce_range: Option<bool>,
+    /// The CPU class whose integer arithmetic the export must fit (ONNX Runtime platforms):
+    /// `any` (default), `x86-avx2`, `x86-vnni`, `arm64`.
+    pub target_cpu: Option<mppq_quant::quantizer::TargetCpu>,
 }
 
 /// One of the [`QuantizerOptions`], for a platform to say which ones it fixes.
@@ -57,11 +60,19 @@ pub enum QuantizerOption {
     Symmetric,
     Observer,
     ReduceRange,
+    TargetCpu,
 }
 
 impl QuantizerOption {
-    pub const ALL: [QuantizerOption; 6] =
-        [Self::Bits, Self::WeightBits, Self::PerChannel, Self::Symmetric, Self::Observer, Self::ReduceRange];
+    pub const ALL: [QuantizerOption; 7] = [
+        Self::Bits,
+        Self::WeightBits,
+        Self::PerChannel,
+        Self::Symmetric,
+        Self::Observer,
+        Self::ReduceRange,
+        Self::TargetCpu,
+    ];
 
     /// The key in the setting file's `[quantizer]` section.
     pub fn key(self) -> &'static str {
@@ -72,6 +83,7 @@ impl QuantizerOption {
             Self::Symmetric => "symmetric",
             Self::Observer => "observer",
             Self::ReduceRange => "reduce_range",
+            Self::TargetCpu => "target_cpu",
         }
     }
 }
@@ -86,6 +98,7 @@ impl QuantizerOptions {
             QuantizerOption::Symmetric => self.symmetric.is_some(),
             QuantizerOption::Observer => self.observer.is_some(),
             QuantizerOption::ReduceRange => self.reduce_range.is_some(),
+            QuantizerOption::TargetCpu => self.target_cpu.is_some(),
         }
     }
 

@@ -261,11 +261,44 @@ pub fn fake_quant_with(t: Tensor, config: &TensorQuantConfig, path: KernelPath) 
     if path == KernelPath::Auto {
         let (back, done) = fused(inner, &plan);
         if done {
-            return Tensor::from_dispatch(back).cast(dtype);
+            return within_pair_limit(Tensor::from_dispatch(back), config, &shape).cast(dtype);
         }
         inner = back;
     }
-    Tensor::from_dispatch(chained(inner, &plan, &shape)).cast(dtype)
+    within_pair_limit(Tensor::from_dispatch(chained(inner, &plan, &shape)), config, &shape).cast(dtype)
+}
+
+/// The fake-quantized weight `t` (float32) with its codes kept within the config's
+/// [`PairLimit`](mppq_ir::quant::PairLimit) (weights for x86 CPUs without VNNI): codes recovered
+/// per channel (`y / s` is the code exactly), settled, dequantized as the kernels above do. Only
+/// symmetric configs (zero point 0) have pairs to limit.
+fn within_pair_limit(t: Tensor, config: &TensorQuantConfig, shape: &[usize]) -> Tensor {
+    let Some(limit) = &config.pair_limit else { return t };
+    let runs = mppq_ir::quant::pair_limit::ChannelRuns::new(shape, config.channel_axis, config.scale.len());
+    let Some(runs) = runs.filter(|_| config.offset.iter().all(|o| *o == 0.0) && limit.fits(shape)) else {
+        return t;
+    };
+    let values = t.to_f32_vec();
+    let mut codes = vec![0i64; values.len()];
+    runs.each(|range, c| {
+        for (q, y) in codes[range.clone()].iter_mut().zip(&values[range]) {
+            *q = (y / config.scale[c]).round() as i64;
+        }
+    });
+    let before = codes.clone();
+    if limit.apply(&mut codes, shape) == 0 {
+        return t;
+    }
+    // Only the settled codes are rewritten (a NaN weight stays NaN).
+    let mut settled = values;
+    runs.each(|range, c| {
+        for i in range {
+            if codes[i] != before[i] {
+                settled[i] = codes[i] as f32 * config.scale[c];
+            }
+        }
+    });
+    t.like_f32(shape, settled)
 }
 
 /// Runs the fused kernel in place when `t` is a plain (non-autodiff) flex float32 tensor;

@@ -53,6 +53,8 @@ pub struct QuantSimulation<'a, F: FakeQuantizer> {
     /// Simulate fully quantized convolutions the way integer kernels compute them
     /// ([`integer`]); on by default.
     pub integer_kernels: bool,
+    /// Only these operation types on the integer path (all that have one when `None`).
+    integer_types: Option<&'static [&'static str]>,
     /// The integer plan of the operation running now.
     pending: Option<(OpId, IntegerPlan)>,
     /// Where what was derived from constant inputs is kept across runs ([`Self::with_memo`]).
@@ -87,12 +89,28 @@ impl SimulationMemo {
 
 impl<'a, F: FakeQuantizer> QuantSimulation<'a, F> {
     pub fn new(graph: &'a Graph, quantizer: F) -> Self {
-        Self { graph, quantizer, applied: (0, 0), integer_kernels: true, pending: None, memo: None }
+        Self {
+            graph,
+            quantizer,
+            applied: (0, 0),
+            integer_kernels: true,
+            integer_types: None,
+            pending: None,
+            memo: None,
+        }
     }
 
     /// The same simulation, keeping what it derives from constant inputs in `memo` across runs.
     pub fn with_memo(mut self, memo: &'a SimulationMemo) -> Self {
         self.memo = Some(memo);
+        self
+    }
+
+    /// The same simulation with integer kernels for `op_types` only (float math on dequantized
+    /// values elsewhere): the reference of an executor that fuses just those, as our executor
+    /// fuses QDQ convolutions into QLinearConv and runs the rest of an export in float.
+    pub fn integer_kernels_for(mut self, op_types: &'static [&'static str]) -> Self {
+        self.integer_types = Some(op_types);
         self
     }
 
@@ -187,7 +205,8 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
     fn before_op(&mut self, op: &OpInfo<'_>, inputs: &mut [Option<Value>]) -> Result<()> {
         self.pending = None;
         let Some(cfg) = self.graph.operation(op.id)?.quant_config.as_ref() else { return Ok(()) };
-        let mut plan = IntegerPlan::plan(op.op_type, cfg).filter(|_| self.integer_kernels);
+        let integer = self.integer_kernels && self.integer_types.is_none_or(|types| types.contains(&op.op_type));
+        let mut plan = IntegerPlan::plan(op.op_type, cfg).filter(|_| integer);
         let handled = self.memoized_constants(op, &cfg.input_configs, plan.as_mut(), inputs)?;
         self.applied.0 += self.apply(inputs, &cfg.input_configs, &handled)?;
         if let Some(mut plan) = plan {

@@ -2,7 +2,7 @@
 //! an operation is quantized; a config may be *dominated by* another, and then shares its
 //! scale and offset (concat/add alignment, fused activations).
 
-use super::{ObserverKind, QuantizationPolicy, QuantizationState, RoundingPolicy};
+use super::{ObserverKind, PairLimit, QuantizationPolicy, QuantizationState, RoundingPolicy};
 use crate::error::{IrError, Result};
 use crate::graph::OpId;
 use serde::{Deserialize, Serialize};
@@ -46,6 +46,10 @@ pub struct TensorQuantConfig {
     pub state: QuantizationState,
     /// The config this one shares its parameters with, if any.
     pub dominated_by: Option<ConfigLocation>,
+    /// Weights for a target whose integer kernels add code pairs in a saturating int16 (x86
+    /// without VNNI): the pairs the rounded codes are kept within ([`PairLimit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_limit: Option<PairLimit>,
 }
 
 impl TensorQuantConfig {
@@ -70,6 +74,7 @@ impl TensorQuantConfig {
             observer: ObserverKind::Minmax,
             state: QuantizationState::Initial,
             dominated_by: None,
+            pair_limit: None,
         })
     }
 

@@ -6,6 +6,7 @@
 mod config;
 pub mod location;
 mod observer;
+pub mod pair_limit;
 mod policy;
 mod precision;
 mod rounding;
@@ -15,6 +16,7 @@ mod sync;
 pub use config::{ConfigLocation, ConfigSide, OperationQuantConfig, TensorQuantConfig};
 pub use location::{config_slots, configured_slots, tensor_slots, variable_of};
 pub use observer::ObserverKind;
+pub use pair_limit::{PairLimit, PairOrder};
 pub use policy::{QuantizationPolicy, QuantizationProperty};
 pub use precision::TargetPrecision;
 pub use rounding::RoundingPolicy;

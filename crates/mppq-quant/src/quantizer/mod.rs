@@ -7,11 +7,13 @@ pub mod layout;
 mod lowbit;
 mod onnxruntime;
 pub mod op_types;
+pub mod target_cpu;
 mod trt;
 
 pub use fp8::{Fp8Format, Fp8Quantizer};
 pub use lowbit::LowBitQuantizer;
 pub use onnxruntime::OnnxRuntimeQuantizer;
+pub use target_cpu::TargetCpu;
 pub use trt::TensorRtQuantizer;
 
 use crate::error::{QuantError, Result};

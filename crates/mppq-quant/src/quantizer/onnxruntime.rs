@@ -2,16 +2,18 @@
 //! activations, int8 symmetric per-channel weights (on the output-channel axis of Conv,
 //! ConvTranspose, Gemm and MatMul weights), int32 biases derived as `s_in · s_w`.
 //!
-//! `weight_bits = 7` is ORT's `reduce_range` (the platform's `reduce_range` option): on x86 CPUs
-//! without VNNI (AVX2 only), ORT's fused u8×s8 kernels multiply with `pmaddubsw`, which saturates
-//! the int16 sum of two products (255·127·2 > 32767); with weights in [-64, 63] the pair stays
-//! below 32767. Measured with `cargo xtask qdq-check` (numbers in `docs/export.md`): on such a CPU
-//! int8 weights lose 12–17 dB in ORT against the simulation, 7-bit weights agree bit for bit; on
-//! VNNI CPUs (and other execution providers) 8-bit weights are exact and 3–8 dB better, so they
-//! are the default. What stays float and why (Softmax
+//! On x86 CPUs without VNNI (AVX2, or AVX-512 without VNNI), ORT's fused u8×s8 kernels multiply
+//! with `vpmaddubsw`, which saturates the int16 sum of two products (255·127·2 > 32767): unlimited
+//! 8-bit weights lost 3–25 dB in ORT there against the simulation. The `target_cpu` decides
+//! ([`TargetCpu`]): for `any` (the default) and `x86-avx2`, 8-bit weights of Conv/MatMul/Gemm get
+//! the x86 pair limit (no same-sign pair of neighbouring codes above 128 in magnitude), which
+//! keeps every class exact at full 8-bit resolution elsewhere; for `x86-vnni` and `arm64` they
+//! keep the full range. `weight_bits = 7` is ORT's `reduce_range` (the platform's option): every
+//! pair fits then, at half the resolution everywhere. What stays float and why (Softmax
 //! probabilities, constant operands of Add/Sub/Mul) is explained at the helpers below.
 use super::Quantizer;
 use super::layout::{SlotKind, configure, input_kind, passive_bias};
+use super::target_cpu::{TargetCpu, x86_pair_limit};
 use crate::error::Result;
 use mppq_ir::quant::{ObserverKind, OperationQuantConfig, TargetPrecision, TensorQuantConfig};
 use mppq_ir::{Graph, OpId};
@@ -23,11 +25,20 @@ pub struct OnnxRuntimeQuantizer {
     /// Activations as int8 with a zero point (`[-128, 127]`) instead of uint8 (`[0, 255]`).
     pub activation_signed: bool,
     pub observer: ObserverKind,
+    /// The CPU class whose integer arithmetic the weights must fit (the `default` platform sets
+    /// it; `None`, the scheme alone, for platforms that wrap this quantizer for other runtimes).
+    pub target_cpu: Option<TargetCpu>,
 }
 
 impl Default for OnnxRuntimeQuantizer {
     fn default() -> Self {
-        Self { activation_bits: 8, weight_bits: 8, activation_signed: false, observer: ObserverKind::Minmax }
+        Self {
+            activation_bits: 8,
+            weight_bits: 8,
+            activation_signed: false,
+            observer: ObserverKind::Minmax,
+            target_cpu: None,
+        }
     }
 }
 
@@ -59,6 +70,20 @@ fn recurrent(op: &mppq_ir::Operation) -> bool {
 }
 
 impl OnnxRuntimeQuantizer {
+    /// The x86 pair limit of a weight config, when the target may saturate and two codes of
+    /// the config's range can exceed it (7-bit weights never can).
+    fn pair_limit(&self, graph: &Graph, id: OpId, c: &TensorQuantConfig) -> Option<mppq_ir::quant::PairLimit> {
+        let widest = c.quant_min.abs().max(c.quant_max.abs());
+        if !self.target_cpu.is_some_and(TargetCpu::may_saturate)
+            || 2 * widest <= mppq_ir::quant::pair_limit::X86_PAIR_LIMIT
+        {
+            return None;
+        }
+        let weight = graph.operation(id).ok()?.inputs().get(1).copied().flatten()?;
+        let rank = graph.variable(weight).ok()?.value.as_ref()?.shape().len();
+        x86_pair_limit(graph, id, rank)
+    }
+
     fn activation(&self) -> Result<TensorQuantConfig> {
         let mut c = TensorQuantConfig::linear(self.activation_bits, false, None)?;
         if self.activation_signed {
@@ -89,6 +114,7 @@ impl Quantizer for OnnxRuntimeQuantizer {
             SlotKind::Weight { axis } => {
                 let mut c = TensorQuantConfig::linear(self.weight_bits, true, axis)?;
                 c.observer = ObserverKind::Minmax;
+                c.pair_limit = self.pair_limit(graph, id, &c);
                 Ok(Some(c))
             }
             SlotKind::Bias => passive_bias().map(Some),

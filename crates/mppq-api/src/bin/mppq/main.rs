@@ -122,9 +122,14 @@ struct QuantArgs {
     /// AdaRound, BRECQ and MQBench keep them at in their low-bit results).
     #[arg(long, value_name = "BITS")]
     edge_weight_bits: Option<u32>,
-    /// ONNX Runtime's reduce_range: 7-bit weights, exact in ORT on x86 CPUs without VNNI.
+    /// ONNX Runtime's reduce_range: 7-bit weights (exact on every CPU, half the resolution).
     #[arg(long)]
     reduce_range: bool,
+    /// The CPU class the export must compute exactly on (ONNX Runtime platforms): any (default:
+    /// 8-bit weights within the pair limit of x86 CPUs without VNNI), x86-avx2, x86-vnni, arm64.
+    /// `mppq info` names this machine's class.
+    #[arg(long, value_name = "CLASS", value_parser = parse_target_cpu)]
+    target_cpu: Option<mppq_api::quant::quantizer::TargetCpu>,
     #[arg(long, conflicts_with = "per_tensor")]
     per_channel: bool,
     #[arg(long)]
@@ -290,6 +295,7 @@ impl QuantArgs {
         if self.reduce_range {
             q.reduce_range = Some(true);
         }
+        q.target_cpu = self.target_cpu.or(q.target_cpu);
         if self.per_channel || self.per_tensor {
             q.per_channel = Some(self.per_channel);
         }
@@ -335,6 +341,14 @@ impl QuantArgs {
     fn progress(&self) -> Box<dyn mppq_passes::ProgressSink> {
         if self.quiet { Box::new(mppq_passes::NoProgress) } else { Box::new(progress::TerminalProgress::new()) }
     }
+}
+
+fn parse_target_cpu(s: &str) -> std::result::Result<mppq_api::quant::quantizer::TargetCpu, String> {
+    use mppq_api::quant::quantizer::TargetCpu;
+    TargetCpu::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = TargetCpu::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown CPU class `{s}`: use one of {}", names.join(", "))
+    })
 }
 
 fn parse_observer(s: &str) -> std::result::Result<mppq_api::ir::quant::ObserverKind, String> {

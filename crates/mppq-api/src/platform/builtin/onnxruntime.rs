@@ -1,5 +1,6 @@
 //! `default`: ONNX Runtime's QDQ format on CPU (uint8 asymmetric activations, int8 symmetric
-//! per-channel weights, int32 biases; `reduce_range` for x86 CPUs without VNNI).
+//! per-channel weights, int32 biases), for a `target_cpu` class: `any` keeps 8-bit weights
+//! within the pair limit of x86 CPUs without VNNI, so the export is exact on every CPU.
 
 use crate::error::{ApiError, Result};
 use crate::platform::{Platform, QuantizerOption as O, QuantizerOptions};
@@ -13,13 +14,13 @@ impl Platform for OnnxRuntime {
         "default"
     }
     fn description(&self) -> &str {
-        "ONNX Runtime QDQ: uint8 asymmetric activations, int8 symmetric per-channel weights (7-bit with reduce_range, for x86 CPUs without VNNI), int32 biases"
+        "ONNX Runtime QDQ: uint8 asymmetric activations, int8 symmetric per-channel weights (within the x86 AVX2 pair limit unless target_cpu is x86-vnni or arm64), int32 biases"
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
-        o.honour_only(self.name(), &[O::WeightBits, O::Observer, O::ReduceRange])?;
-        let mut q = OnnxRuntimeQuantizer::default();
-        // 8-bit weights by default; ORT's `reduce_range` (7-bit weights) keeps its integer kernels
-        // exact on x86 CPUs without VNNI, where 8-bit products saturate.
+        o.honour_only(self.name(), &[O::WeightBits, O::Observer, O::ReduceRange, O::TargetCpu])?;
+        let mut q = OnnxRuntimeQuantizer { target_cpu: Some(o.target_cpu.unwrap_or_default()), ..Default::default() };
+        // 8-bit weights by default (within the x86 pair limit for targets that may saturate);
+        // ORT's `reduce_range` (7-bit weights) is exact everywhere at half the resolution.
         if o.reduce_range == Some(true) {
             if o.weight_bits.is_some_and(|b| b != 7) {
                 return Err(ApiError::Setting(

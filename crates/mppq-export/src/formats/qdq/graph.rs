@@ -247,10 +247,11 @@ fn channel_split(shape: &[usize], len: usize, c: &TensorQuantConfig) -> std::res
 }
 
 /// Integers of `data` under `c` with the simulation's arithmetic: `v = x / s` in f32, the
-/// config's rounding, `+ offset`, clamp to `[quant_min, quant_max]`.
+/// config's rounding, `+ offset`, clamp to `[quant_min, quant_max]`, then the config's pair
+/// limit (weights for x86 CPUs without VNNI) as the simulation applies it.
 fn quantize_values(data: &[f32], shape: &[usize], c: &TensorQuantConfig) -> std::result::Result<Vec<i64>, String> {
     let (channels, inner) = channel_split(shape, data.len(), c)?;
-    Ok(data
+    let mut ints: Vec<i64> = data
         .iter()
         .enumerate()
         .map(|(i, x)| {
@@ -259,7 +260,11 @@ fn quantize_values(data: &[f32], shape: &[usize], c: &TensorQuantConfig) -> std:
             let q = c.rounding.round(v) + f64::from(c.offset[ch]);
             q.clamp(c.quant_min as f64, c.quant_max as f64) as i64
         })
-        .collect())
+        .collect();
+    if let Some(limit) = c.pair_limit.as_ref().filter(|_| c.offset.iter().all(|o| *o == 0.0)) {
+        limit.apply(&mut ints, shape);
+    }
+    Ok(ints)
 }
 
 /// `(q − offset) · scale` in f32, as the simulation dequantizes (only after [`quantize_values`]

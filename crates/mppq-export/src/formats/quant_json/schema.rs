@@ -5,7 +5,7 @@
 use crate::error::{ExportError, Result};
 use indexmap::IndexMap;
 use mppq_ir::quant::{
-    ConfigLocation, ConfigSide, ObserverKind, OperationQuantConfig, QuantizationPolicy, QuantizationState,
+    ConfigLocation, ConfigSide, ObserverKind, OperationQuantConfig, PairLimit, QuantizationPolicy, QuantizationState,
     RoundingPolicy, TargetPrecision, TensorQuantConfig,
 };
 use mppq_ir::{Attribute, Graph, Model, OpId, VarId};
@@ -100,6 +100,9 @@ pub struct TensorEntry {
     pub state: QuantizationState,
     /// The config this one shares its parameters with.
     pub dominated_by: Option<SlotRef>,
+    /// Weight code pairs kept within a limit (targets whose kernels saturate int16 pair sums).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_limit: Option<PairLimit>,
 }
 
 fn location_ref(g: &Graph, loc: &ConfigLocation) -> Result<SlotRef> {
@@ -128,6 +131,7 @@ fn entry(g: &Graph, var: Option<VarId>, c: &TensorQuantConfig) -> Result<TensorE
         observer: c.observer,
         state: c.state,
         dominated_by: c.dominated_by.as_ref().map(|l| location_ref(g, l)).transpose()?,
+        pair_limit: c.pair_limit.clone(),
     })
 }
 
@@ -257,6 +261,7 @@ fn config_of(g: &Graph, e: &TensorEntry) -> Result<TensorQuantConfig> {
         observer: e.observer,
         state: e.state,
         dominated_by,
+        pair_limit: e.pair_limit.clone(),
     };
     c.validate().map_err(|err| bad(format!("tensor `{}`: {err}", e.tensor)))?;
     Ok(c)

@@ -1,0 +1,118 @@
+//! The CPU class an ONNX Runtime export is meant for, and what its integer arithmetic asks of
+//! 8-bit weights.
+//!
+//! ORT's u8×s8 kernels (MLAS) add the products of neighbouring K positions into a saturating
+//! int16 on x86 CPUs with AVX2, or AVX-512 without VNNI (`vpmaddubsw`), and add exactly in int32
+//! with VNNI (`vpdpbusd`, AVX-512 VNNI or AVX-VNNI) and on ARM64. Weights for the first class, or
+//! for any class, get a [`PairLimit`] in the K order of each kernel
+//! (`mppq_ir::quant::pair_limit`), so that nothing saturates and every class computes what the
+//! simulation computed. Weights for a non-saturating class keep the full 8-bit range.
+
+use mppq_ir::quant::{PairLimit, PairOrder};
+use mppq_ir::{Graph, OpId};
+use serde::{Deserialize, Serialize};
+
+/// The CPU class whose integer arithmetic an export is simulated for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TargetCpu {
+    /// Every class: weights kept within the x86 pair limit, so that no class saturates (the
+    /// default: an export runs where its user runs it, not where it was made).
+    #[default]
+    #[serde(rename = "any")]
+    Any,
+    /// x86-64 with AVX2, or AVX-512 without VNNI (Intel before Cascade Lake / Ice Lake, AMD Zen
+    /// 1–3): `vpmaddubsw` saturates int16 pair sums, so weights are kept within the pair limit.
+    #[serde(rename = "x86-avx2")]
+    X86Avx2,
+    /// x86-64 with AVX-512 VNNI or AVX-VNNI: exact int32 sums, full 8-bit weights.
+    #[serde(rename = "x86-vnni")]
+    X86Vnni,
+    /// ARM64 (dot-product or widening multiplies): exact int32 sums, full 8-bit weights.
+    #[serde(rename = "arm64")]
+    Arm64,
+}
+
+impl TargetCpu {
+    pub const ALL: [TargetCpu; 4] = [Self::Any, Self::X86Avx2, Self::X86Vnni, Self::Arm64];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Any => "any",
+            Self::X86Avx2 => "x86-avx2",
+            Self::X86Vnni => "x86-vnni",
+            Self::Arm64 => "arm64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// What the class means, for messages and `mppq info`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Any => "every CPU class (8-bit weights kept within the x86 AVX2 pair limit)",
+            Self::X86Avx2 => "x86-64 with AVX2 or AVX-512 but no VNNI (int16 pair sums saturate)",
+            Self::X86Vnni => "x86-64 with AVX-512 VNNI or AVX-VNNI (exact int32 sums)",
+            Self::Arm64 => "ARM64 (exact int32 sums)",
+        }
+    }
+
+    /// Whether some CPU this export may run on adds weight pairs in a saturating int16.
+    pub fn may_saturate(self) -> bool {
+        matches!(self, Self::Any | Self::X86Avx2)
+    }
+
+    /// The class of the CPU this process runs on.
+    pub fn host() -> Self {
+        if cfg!(target_arch = "aarch64") {
+            Self::Arm64
+        } else if cfg!(target_arch = "x86_64") && !mppq_exec::cpu::has_vnni() {
+            Self::X86Avx2
+        } else if cfg!(target_arch = "x86_64") {
+            Self::X86Vnni
+        } else {
+            Self::Any
+        }
+    }
+}
+
+impl std::fmt::Display for TargetCpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The pairs ORT's u8×s8 kernels add in one int16 for the weight of `op` (a Conv, MatMul or
+/// Gemm reading a constant weight), as a walk of the weight's reduction axes; `None` for other
+/// operations and for weights no kernel pairs. Read from MLAS's packing and checked under
+/// `qemu-x86_64 -cpu Haswell` on ORT 1.31 (docs/platforms.md, "CPU classes"): reduction
+/// positions `2j` and `2j + 1` share an int16, K padded with zeros at its end only.
+/// - Conv `[OC, IC/g, KH, KW]`: K = (kh, kw, ic), channels fastest, in the im2col GEMM and the
+///   symmetric indirect kernel alike; with an odd channel count pairs run on across kernel
+///   positions. Depthwise convolutions (one input and one output channel per group) run a kernel
+///   that widens to int32 first: no pairs.
+/// - MatMul `B [..., K, N]` and Gemm `B [K, N]` (`[N, K]` with transB): pairs along K.
+pub fn x86_pair_limit(graph: &Graph, op: OpId, weight_rank: usize) -> Option<PairLimit> {
+    let op = graph.operation(op).ok()?;
+    if !op.in_default_domain() {
+        return None;
+    }
+    let walk = |axes: Vec<usize>| PairLimit::x86(vec![PairOrder { axes, restart_per_position: false }]);
+    match op.op_type.as_str() {
+        "Conv" if weight_rank >= 3 => {
+            let weight = graph.variable(op.inputs().get(1).copied().flatten()?).ok()?.value.as_ref()?.shape().to_vec();
+            let groups = usize::try_from(op.attr_int("group", 1).ok()?).ok()?;
+            if weight[1] == 1 && weight[0] == groups {
+                return None;
+            }
+            // (kh, kw, …, ic): the spatial axes in order, then the channels.
+            let mut axes: Vec<usize> = (2..weight_rank).collect();
+            axes.push(1);
+            Some(walk(axes))
+        }
+        "MatMul" if weight_rank >= 2 => Some(walk(vec![weight_rank - 2])),
+        "Gemm" if weight_rank == 2 => Some(walk(vec![usize::from(op.attr_int("transB", 0).ok()? != 0)])),
+        _ => None,
+    }
+}

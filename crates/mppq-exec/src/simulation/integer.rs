@@ -67,7 +67,10 @@ impl IntegerConv {
             return None;
         }
         let x = config.input_configs.first()?.as_ref().filter(|c| holds(c) && per_tensor(c) && full_8bit(c))?;
-        let w = config.input_configs.get(1)?.as_ref().filter(|c| holds(c) && c.offset.iter().all(|o| *o == 0.0))?;
+        // One zero point for every channel (0 for int8 weights, 128 for uint8 ones): the kernel
+        // multiplies the centred codes, which `integer_inputs` recovers either way.
+        let w =
+            config.input_configs.get(1)?.as_ref().filter(|c| holds(c) && c.offset.windows(2).all(|p| p[0] == p[1]))?;
         let b = match config.input_configs.get(2) {
             Some(Some(c)) if holds(c) && c.num_of_bits > 16 => Some(c.scale.clone()),
             Some(Some(_)) => return None,

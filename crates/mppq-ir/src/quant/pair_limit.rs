@@ -39,12 +39,17 @@ pub struct PairOrder {
 pub struct PairLimit {
     pub limit: i64,
     pub orders: Vec<PairOrder>,
+    /// Where the limit costs much (calibration decides), quantize the weight as uint8 with zero
+    /// point 128 instead: the same codes unlimited, which ORT's u8×u8 kernels add exactly on every
+    /// CPU, slower than u8×s8 on VNNI CPUs.
+    #[serde(default)]
+    pub unsigned_where_costly: bool,
 }
 
 impl PairLimit {
     /// The x86 limit ([`X86_PAIR_LIMIT`]) for these walks.
     pub fn x86(orders: Vec<PairOrder>) -> Self {
-        Self { limit: X86_PAIR_LIMIT, orders }
+        Self { limit: X86_PAIR_LIMIT, orders, unsigned_where_costly: false }
     }
 
     /// Whether these orders fit a weight of `shape` (axes in range, none repeated).
@@ -89,7 +94,8 @@ impl PairLimit {
     /// of `w / s` (f32, as the simulation divides).
     /// A larger scale rounds every weight more coarsely; a smaller one settles more pairs. A
     /// channel with no pair above the limit keeps its scale. Pairs never span channels (the
-    /// channel axis is not a reduction axis), so each channel is fitted on its own.
+    /// channel axis is not a reduction axis), so each channel is fitted on its own. Returns the
+    /// weight's squared error without the limit and with it (`None` when the limit does not fit).
     pub fn fit_scales(
         &self,
         values: &[f32],
@@ -98,10 +104,10 @@ impl PairLimit {
         scales: &mut [f32],
         range: (i64, i64),
         round: impl Fn(f32) -> f32,
-    ) {
+    ) -> Option<PairFit> {
         let len = shape.iter().product::<usize>();
         if !self.fits(shape) || values.len() != len || scales.is_empty() {
-            return;
+            return None;
         }
         // One channel's weights, gathered in row-major order of the other axes.
         let (sub, sub_shape, channels, inner) = match channel_axis {
@@ -113,18 +119,22 @@ impl PairLimit {
                 let mut sub_shape = shape.to_vec();
                 sub_shape.remove(axis);
                 (
-                    Self { limit: self.limit, orders },
+                    Self { limit: self.limit, orders, unsigned_where_costly: self.unsigned_where_costly },
                     sub_shape,
                     shape[axis],
                     shape[axis + 1..].iter().product::<usize>(),
                 )
             }
             None => (self.clone(), shape.to_vec(), 1, len),
-            _ => return,
+            _ => return None,
         };
         if scales.len() != channels || channels == 0 || inner == 0 {
-            return;
+            return None;
         }
+        let mut fit = PairFit::default();
+        let squared_error = |codes: &[i64], w: &[f32], s: f32| -> f64 {
+            codes.iter().zip(w).map(|(q, x)| (f64::from(*q as f32 * s) - f64::from(*x)).powi(2)).sum()
+        };
         let outer = len / (channels * inner);
         let sub_walks = walks(&sub.orders, &sub_shape);
         let mut w = Vec::with_capacity(len / channels);
@@ -140,7 +150,10 @@ impl PairLimit {
                 codes.extend(w.iter().map(|x| (round(x / s) as i64).clamp(range.0, range.1)));
             };
             quantize(&mut codes, *scale);
+            let unlimited = squared_error(&codes, &w, *scale);
+            fit.unlimited_error += unlimited;
             if sub.violations_in(&sub_walks, &codes) == 0 {
+                fit.fitted_error += unlimited;
                 continue;
             }
             let base = f64::from(*scale);
@@ -148,9 +161,7 @@ impl PairLimit {
                 let s = (base * (1.0 + f64::from(step) / 16.0)) as f32;
                 quantize(&mut codes, s);
                 sub.apply_walks(&sub_walks, &mut codes);
-                let e: f64 =
-                    codes.iter().zip(&w).map(|(q, x)| (f64::from(*q as f32 * s) - f64::from(*x)).powi(2)).sum();
-                (e, s)
+                (squared_error(&codes, &w, s), s)
             };
             // Every other step, then the two beside the best (11 of the 17 steps).
             let mut best = (0..=16).step_by(2).map(|st| (st, error_at(st))).min_by(|a, b| a.1.0.total_cmp(&b.1.0));
@@ -162,10 +173,12 @@ impl PairLimit {
                     }
                 }
             }
-            if let Some((_, (_, s))) = best {
+            if let Some((_, (e, s))) = best {
                 *scale = s;
+                fit.fitted_error += e;
             }
         }
+        Some(fit)
     }
 
     /// How many pairs of `codes` exceed the limit (what would saturate on x86 without VNNI).
@@ -182,6 +195,25 @@ impl PairLimit {
             w.each(|i, j| n += usize::from(exceeds(codes[i], codes[j], self.limit)));
         }
         n
+    }
+}
+
+/// What [`PairLimit::fit_scales`] found: the weight's squared error at the observer's scales
+/// without the limit, and at the fitted scales with it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PairFit {
+    pub unlimited_error: f64,
+    pub fitted_error: f64,
+}
+
+impl PairFit {
+    /// What the limit costs, in dB of weight noise (0 when nothing was settled).
+    pub fn cost_db(&self) -> f64 {
+        if self.unlimited_error <= 0.0 || self.fitted_error <= self.unlimited_error {
+            0.0
+        } else {
+            10.0 * (self.fitted_error / self.unlimited_error).log10()
+        }
     }
 }
 

@@ -81,7 +81,11 @@ impl OnnxRuntimeQuantizer {
         }
         let weight = graph.operation(id).ok()?.inputs().get(1).copied().flatten()?;
         let rank = graph.variable(weight).ok()?.value.as_ref()?.shape().len();
-        x86_pair_limit(graph, id, rank)
+        let mut limit = x86_pair_limit(graph, id, rank)?;
+        // `any`: exact everywhere at full resolution (uint8 where the limit costs much);
+        // `x86-avx2`: the limit always, for the u8×s8 kernels' speed there.
+        limit.unsigned_where_costly = self.target_cpu == Some(TargetCpu::Any);
+        Some(limit)
     }
 
     fn activation(&self) -> Result<TensorQuantConfig> {

@@ -7,6 +7,14 @@
 //! for any class, get a [`PairLimit`] in the K order of each kernel
 //! (`mppq_ir::quant::pair_limit`), so that nothing saturates and every class computes what the
 //! simulation computed. Weights for a non-saturating class keep the full 8-bit range.
+//!
+//! What each class costs (ResNet-18, docs/platforms.md "CPU classes"): the limit alone loses
+//! about 1 dB (2–2.7 dB of weight noise per layer); `any` therefore makes the weights it would
+//! cost that much uint8 (zero point 128: the unlimited codes, added exactly by ORT's u8×u8
+//! kernels on every CPU, within 0.1 dB of unlimited int8) at the price of those kernels' speed
+//! on VNNI CPUs (ResNet-18: 27.7 ms against 8.8 ms in ORT 1.31). `x86-avx2` keeps the limit
+//! (u8×s8 speed there); `x86-vnni` and `arm64` the full int8 range (fastest and best there,
+//! saturating on x86 without VNNI).
 
 use mppq_ir::quant::{PairLimit, PairOrder};
 use mppq_ir::{Graph, OpId};
@@ -15,13 +23,15 @@ use serde::{Deserialize, Serialize};
 /// The CPU class whose integer arithmetic an export is simulated for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TargetCpu {
-    /// Every class: weights kept within the x86 pair limit, so that no class saturates (the
-    /// default: an export runs where its user runs it, not where it was made).
+    /// Every class: weights within the x86 pair limit, or uint8 where the limit costs more than
+    /// 1 dB of weight noise, so that no class saturates (the default: an export runs where its
+    /// user runs it, not where it was made).
     #[default]
     #[serde(rename = "any")]
     Any,
     /// x86-64 with AVX2, or AVX-512 without VNNI (Intel before Cascade Lake / Ice Lake, AMD Zen
-    /// 1–3): `vpmaddubsw` saturates int16 pair sums, so weights are kept within the pair limit.
+    /// 1–3): `vpmaddubsw` saturates int16 pair sums, so weights are kept within the pair limit
+    /// (all of them: u8×s8 speed, about 1 dB below unlimited weights).
     #[serde(rename = "x86-avx2")]
     X86Avx2,
     /// x86-64 with AVX-512 VNNI or AVX-VNNI: exact int32 sums, full 8-bit weights.
@@ -51,7 +61,7 @@ impl TargetCpu {
     /// What the class means, for messages and `mppq info`.
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Any => "every CPU class (8-bit weights kept within the x86 AVX2 pair limit)",
+            Self::Any => "every CPU class (int8 weights within the x86 AVX2 pair limit, uint8 where it costs much)",
             Self::X86Avx2 => "x86-64 with AVX2 or AVX-512 but no VNNI (int16 pair sums saturate)",
             Self::X86Vnni => "x86-64 with AVX-512 VNNI or AVX-VNNI (exact int32 sums)",
             Self::Arm64 => "ARM64 (exact int32 sums)",

@@ -135,6 +135,11 @@ pub trait Platform: Send + Sync {
     fn parse(&self, path: &Path, weights: Option<&Path>) -> Result<Model> {
         crate::platform::parser::parse_model(path, weights)
     }
+    /// The CPU class whose integer arithmetic the quantizer made for `options` fits (ONNX
+    /// Runtime's CPU platforms); `None` for platforms of other runtimes.
+    fn target_cpu(&self, _options: &QuantizerOptions) -> Option<mppq_quant::quantizer::TargetCpu> {
+        None
+    }
     /// The exporters run unless the user picks others (`--export`, `exporters = [...]`): by
     /// default the QDQ model, the quantization JSON and the fused float model.
     fn exporters(&self) -> Vec<String> {

@@ -96,6 +96,10 @@ pub fn run_analysis(
         .iter()
         .map(|r| crate::report::PassTime { pass: r.pass.to_string(), summary: r.summary.clone(), seconds: r.seconds })
         .collect();
+    report.integer_arithmetic = q
+        .platform
+        .target_cpu(&q.setting.quantizer)
+        .map(|target| mppq_quant::quantizer::IntegerArithmetic::of(&q.model.graph, target));
     Ok(report)
 }
 

@@ -268,6 +268,13 @@ pub fn render_html(report: &AnalysisReport, histogram_tensor: Option<&str>) -> R
         );
     }
     out.push_str("</tbody></table>");
+    // Which CPU's integer arithmetic was simulated, and where another would differ.
+    if let Some(a) = &report.integer_arithmetic {
+        out.push_str("<h2>Integer arithmetic</h2>");
+        for line in a.summary().lines() {
+            let _ = write!(out, r#"<p class="l">{}</p>"#, esc(line));
+        }
+    }
     // Where the time went: each pass of the run, then this analysis.
     if !report.passes.is_empty() {
         out.push_str(r#"<h2>Wall time</h2><table><thead><tr><th class="l">pass</th><th class="l">what it did</th><th>seconds</th></tr></thead><tbody>"#);

@@ -107,6 +107,10 @@ pub struct AnalysisReport {
     /// read from a file), so a user sees where the time went.
     #[serde(default)]
     pub passes: Vec<PassTime>,
+    /// The CPU class whose integer arithmetic was simulated, and how the weights fit it (ONNX
+    /// Runtime platforms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integer_arithmetic: Option<mppq_quant::quantizer::IntegerArithmetic>,
 }
 
 /// One pass of the quantization run: its name, what it did, and its wall time.
@@ -178,6 +182,7 @@ pub fn analyse(
         layerwise,
         seconds: started.elapsed().as_secs_f64(),
         passes: Vec::new(),
+        integer_arithmetic: None,
     })
 }
 

@@ -356,6 +356,26 @@ mod tests {
     }
 
     #[test]
+    fn fitted_scales_lose_less_than_halving_the_range() {
+        // Two output channels of 64 weights along K, heavy-tailed (a few pairs near the top).
+        let shape = [2, 64];
+        let values: Vec<f32> = (0..128).map(|i| ((i * 37 % 101) as f32 / 50.0 - 1.0).powi(3)).collect();
+        let limit = PairLimit::x86(vec![PairOrder { axes: vec![1], restart_per_position: false }]);
+        let absmax = |c: usize| values[c * 64..(c + 1) * 64].iter().fold(0f32, |m, v| m.max(v.abs()));
+        let mut scales = vec![absmax(0) / 127.0, absmax(1) / 127.0];
+        let observer = scales.clone();
+        let fit = limit.fit_scales(&values, &shape, Some(0), &mut scales, (-128, 127), f32::round_ties_even).unwrap();
+        assert!(fit.fitted_error >= fit.unlimited_error && fit.cost_db() > 0.0, "{fit:?}");
+        // 7-bit weights (twice the scale) cost 6 dB; the fit at most that.
+        assert!(fit.cost_db() <= 10.0 * 4f64.log10() + 1e-9, "{fit:?}");
+        assert!(scales.iter().zip(&observer).all(|(s, o)| s >= o && *s <= 2.0 * o * (1.0 + 1e-6)));
+        let mut codes: Vec<i64> =
+            values.iter().enumerate().map(|(i, w)| (w / scales[i / 64]).round_ties_even() as i64).collect();
+        limit.apply(&mut codes, &shape);
+        assert_eq!(limit.violations(&codes, &shape), 0);
+    }
+
+    #[test]
     fn orders_that_do_not_fit_change_nothing() {
         let limit = PairLimit::x86(vec![PairOrder { axes: vec![3], restart_per_position: false }]);
         let mut codes = vec![127, 127];

@@ -13,7 +13,7 @@ mod trt;
 pub use fp8::{Fp8Format, Fp8Quantizer};
 pub use lowbit::LowBitQuantizer;
 pub use onnxruntime::OnnxRuntimeQuantizer;
-pub use target_cpu::TargetCpu;
+pub use target_cpu::{IntegerArithmetic, TargetCpu};
 pub use trt::TensorRtQuantizer;
 
 use crate::error::{QuantError, Result};

@@ -126,3 +126,89 @@ pub fn x86_pair_limit(graph: &Graph, op: OpId, weight_rank: usize) -> Option<Pai
         _ => None,
     }
 }
+
+/// Which integer arithmetic a quantized graph's export asks of the CPU: the target class and,
+/// per weight of a Conv/MatMul/Gemm, how it was made to fit it. Shown by the report, so that a
+/// user sees what was simulated and where else the export would compute something different.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntegerArithmetic {
+    /// The target class simulated (`any`, `x86-avx2`, `x86-vnni`, `arm64`).
+    pub target: String,
+    /// int8 weights kept within the x86 pair limit.
+    pub limited_weights: usize,
+    /// uint8 weights (zero point 128), where the limit would have cost more than 1 dB.
+    pub unsigned_weights: usize,
+    /// int8 weights of the full range.
+    pub full_int8_weights: usize,
+    /// Operations whose int8 weight has a pair that can overflow the int16 sums of x86 CPUs
+    /// without VNNI (what ORT there computes differently from this simulation).
+    pub saturating_on_x86_avx2: Vec<String>,
+}
+
+impl IntegerArithmetic {
+    /// Reads the weights' configs of `graph` (quantized for `target`).
+    pub fn of(graph: &Graph, target: TargetCpu) -> Self {
+        let mut out = Self { target: target.name().to_string(), ..Self::default() };
+        for (id, op) in graph.operations() {
+            let Some(config) = op.quant_config.as_ref().and_then(|c| c.input_configs.get(1)?.as_ref()) else {
+                continue;
+            };
+            let Some(var) = op.inputs().get(1).copied().flatten() else { continue };
+            let Some(value) = graph.variable(var).ok().and_then(|v| v.value.as_ref()) else { continue };
+            if config.policy.is_floating() || config.num_of_bits != 8 || config.scale.is_empty() {
+                continue;
+            }
+            let Some(limit) = x86_pair_limit(graph, id, value.shape().len()) else { continue };
+            if config.pair_limit.is_some() {
+                out.limited_weights += 1;
+            } else if config.quant_min >= 0 {
+                out.unsigned_weights += 1;
+            } else {
+                out.full_int8_weights += 1;
+                if saturates(&limit, config, value) {
+                    out.saturating_on_x86_avx2.push(op.name.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// One line for the terminal: what was simulated, and a warning when another class would
+    /// compute something else.
+    pub fn summary(&self) -> String {
+        let mut line = format!(
+            "integer arithmetic simulated for CPU class `{}`: {} int8 weights within the x86 pair limit, {} uint8, {} full-range int8",
+            self.target, self.limited_weights, self.unsigned_weights, self.full_int8_weights
+        );
+        if !self.saturating_on_x86_avx2.is_empty() {
+            line.push_str(&format!(
+                "\nwarning: {} weights (first: {}) can overflow the int16 pair sums of ONNX Runtime on x86 CPUs without VNNI (AVX2, AVX-512 without VNNI): there the export computes less accurately than simulated; `--target-cpu any` makes it exact on every CPU",
+                self.saturating_on_x86_avx2.len(),
+                self.saturating_on_x86_avx2[0]
+            ));
+        }
+        line
+    }
+}
+
+/// Whether the rounded codes of `value` under `config` (int8, zero point 0) have a pair above
+/// `limit`.
+fn saturates(limit: &PairLimit, config: &mppq_ir::quant::TensorQuantConfig, value: &mppq_ir::TensorData) -> bool {
+    let Ok(values) = value.to_f32_vec() else { return false };
+    let shape = value.shape();
+    let Some(runs) = mppq_ir::quant::pair_limit::ChannelRuns::new(shape, config.channel_axis, config.scale.len())
+    else {
+        return false;
+    };
+    if config.offset.iter().any(|o| *o != 0.0) {
+        return false;
+    }
+    let mut codes = vec![0i64; values.len()];
+    runs.each(|range, c| {
+        for (q, w) in codes[range.clone()].iter_mut().zip(&values[range]) {
+            let v = f64::from(w / config.scale[c]);
+            *q = (config.rounding.round(v) as i64).clamp(config.quant_min, config.quant_max);
+        }
+    });
+    limit.violations(&codes, shape) > 0
+}

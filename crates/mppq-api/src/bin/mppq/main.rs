@@ -392,6 +392,8 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 println!("{}\n", model.display());
                 print!("{info}");
+                let host = mppq_api::quant::quantizer::TargetCpu::host();
+                println!("this machine's CPU class: {host} ({}); exports default to `any`", host.describe());
             }
         }
         Command::Dispatch { model, platform, dispatcher, ignore, setting } => {
@@ -523,6 +525,15 @@ fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
     }
     if !quiet && let Some(report) = &job.analysis {
         print!("{}", mppq_api::report::render_table(report, 100));
+    }
+    // What was simulated, and (even when quiet) where another CPU would compute otherwise.
+    if let Some(a) = job.analysis.as_ref().and_then(|r| r.integer_arithmetic.as_ref()) {
+        let summary = a.summary();
+        let mut lines = summary.lines();
+        if let Some(first) = lines.next().filter(|_| verbose) {
+            println!("{first} (this machine: {})", mppq_api::quant::quantizer::TargetCpu::host());
+        }
+        lines.for_each(|l| println!("{l}"));
     }
     for (what, path) in &job.files {
         println!("{what}: {}", path.display());

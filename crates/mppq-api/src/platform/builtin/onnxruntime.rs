@@ -4,7 +4,7 @@
 
 use crate::error::{ApiError, Result};
 use crate::platform::{Platform, QuantizerOption as O, QuantizerOptions};
-use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer};
+use mppq_quant::quantizer::{OnnxRuntimeQuantizer, Quantizer, TargetCpu};
 
 /// `default`: ONNX Runtime's QDQ format on CPU.
 pub(crate) struct OnnxRuntime;
@@ -40,6 +40,9 @@ impl Platform for OnnxRuntime {
         }
         Ok(Box::new(q))
     }
+    fn target_cpu(&self, o: &QuantizerOptions) -> Option<TargetCpu> {
+        Some(o.target_cpu.unwrap_or_default())
+    }
 }
 
 /// `ort-int8`: the `default` scheme, also writing ONNX Runtime's calibration cache, so ORT's own
@@ -55,6 +58,9 @@ impl Platform for OrtInt8 {
     }
     fn quantizer(&self, o: &QuantizerOptions) -> Result<Box<dyn Quantizer>> {
         OnnxRuntime.quantizer(o)
+    }
+    fn target_cpu(&self, o: &QuantizerOptions) -> Option<TargetCpu> {
+        OnnxRuntime.target_cpu(o)
     }
     fn exporters(&self) -> Vec<String> {
         let mut exporters: Vec<String> = crate::export::DEFAULT_EXPORTERS.iter().map(|e| e.to_string()).collect();

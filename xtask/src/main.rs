@@ -190,6 +190,9 @@ enum Command {
         /// Extra arguments of `mppq quantize`, as one string (`--mppq-args="--weight-bits 4 --optimize 3"`).
         #[arg(long, allow_hyphen_values = true)]
         mppq_args: Option<String>,
+        /// The CPU class ORT evaluates the exports on: host, or x86-avx2 (under qemu Haswell).
+        #[arg(long, default_value = "host")]
+        cpu: String,
     },
 }
 
@@ -232,10 +235,11 @@ fn main() -> Result<()> {
                 std::process::exit(1)
             }
         }
-        Command::RealModels { models, ci, mppq, peers, no_peers, timeout, json, mppq_args } => {
+        Command::RealModels { models, ci, mppq, peers, no_peers, timeout, json, mppq_args, cpu } => {
             let peers = real_models::peer_list(&peers, no_peers)?;
             let mppq_args = mppq_args.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default();
-            let opts = real_models::Options { models, ci, mppq, peers, json, mppq_args, timeout_s: timeout };
+            let cpu = cpu_lane::CpuLane::parse(&cpu)?;
+            let opts = real_models::Options { models, ci, mppq, peers, json, mppq_args, timeout_s: timeout, cpu };
             if real_models::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
         Command::Fuzz { target, minutes, keep } => {

@@ -36,6 +36,9 @@ pub struct Options {
     pub mppq_args: Vec<String>,
     /// Limit for each quantize / simulation step, seconds.
     pub timeout_s: u64,
+    /// The CPU class the exports are evaluated on (`crate::cpu_lane`): quantizing does not depend
+    /// on it, ONNX Runtime's integer kernels do.
+    pub cpu: crate::cpu_lane::CpuLane,
 }
 
 /// Every peer: ONNX Runtime's static quantizer with three calibration methods, and NNCF.
@@ -168,6 +171,7 @@ fn run_model(
     peers: &[String],
     mppq_args: &[String],
     timeout_s: u64,
+    cpu: crate::cpu_lane::CpuLane,
 ) -> Result<ModelResult> {
     let id = meta["id"].as_str().unwrap_or_default().to_string();
     let mut result = ModelResult {
@@ -291,7 +295,7 @@ fn run_model(
         return Ok(result);
     }
     let eval_json = runs.join("eval.json");
-    let mut cmd = Command::new(python);
+    let mut cmd = cpu.python(python)?;
     cmd.arg(corpus_script())
         .arg("evaluate")
         .arg("--root")
@@ -408,17 +412,18 @@ pub fn run(opts: &Options) -> Result<bool> {
     }
     let manifest: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&manifest_path)?)?;
     println!(
-        "mppq: {} ({version}); peers: {}; {} models; ONNX Runtime CPU, 1 thread, on each model's evaluation batches",
+        "mppq: {} ({version}); peers: {}; {} models; ONNX Runtime CPU ({}), 1 thread, on each model's evaluation batches",
         mppq.display(),
         if opts.peers.is_empty() { "none".to_string() } else { opts.peers.join(", ") },
-        manifest.len()
+        manifest.len(),
+        opts.cpu
     );
     println!("{TABLE_HEADER}");
     let mut results = Vec::new();
     for meta in &manifest {
         let id = meta["id"].as_str().unwrap_or("?");
         let t = Instant::now();
-        let r = run_model(&python, &mppq, meta, &opts.peers, &opts.mppq_args, opts.timeout_s)
+        let r = run_model(&python, &mppq, meta, &opts.peers, &opts.mppq_args, opts.timeout_s, opts.cpu)
             .with_context(|| id.to_string())?;
         for row in rows(&r) {
             println!("{row}");

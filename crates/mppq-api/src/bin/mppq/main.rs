@@ -530,8 +530,8 @@ fn print_job(job: &mppq_api::quantize::JobSummary, verbose: bool, quiet: bool) {
     if let Some(a) = job.analysis.as_ref().and_then(|r| r.integer_arithmetic.as_ref()) {
         let summary = a.summary();
         let mut lines = summary.lines();
-        if let Some(first) = lines.next().filter(|_| verbose) {
-            println!("{first} (this machine: {})", mppq_api::quant::quantizer::TargetCpu::host());
+        if let Some(first) = lines.next().filter(|_| !quiet) {
+            println!("note: {first}; this machine: {}", mppq_api::quant::quantizer::TargetCpu::host());
         }
         lines.for_each(|l| println!("{l}"));
     }

@@ -1,7 +1,9 @@
 //! The quantization data model carried by the graph: what precision an operation runs in,
 //! the policy flags and rounding of a quantized tensor, its lifecycle state, and the tensor /
 //! operation configs (with dominance links for shared scales). Behaviour (observers,
-//! fake-quant) lives in higher crates; these are the types they share.
+//! fake-quant) lives in higher crates; these are the types they share — and the one rule on
+//! integer codes that the simulation (mppq-exec) and the exporters (mppq-export) must apply
+//! alike: the x86 pair limit ([`pair_limit`]), so that what is simulated is what is written.
 
 mod config;
 pub mod location;

@@ -121,73 +121,68 @@ pub fn quantize_parameters(graph: &mut Graph, options: &ObserverOptions) -> Resu
     Ok(calibrated)
 }
 
-/// Weights kept within the x86 pair limit: the scales that lose least once settled
-/// ([`PairLimit::fit_scales`](mppq_ir::quant::PairLimit::fit_scales)); or, where the limit costs
-/// more than [`UNSIGNED_ABOVE_DB`] of weight noise and the limit allows it
-/// ([`PairLimit::unsigned_where_costly`](mppq_ir::quant::PairLimit)), the weight as uint8 with
-/// zero point 128:
-/// the same codes as int8 unlimited, which ORT multiplies in its u8×u8 kernels, exact on every
-/// CPU (those run at about a third of the u8×s8 speed on VNNI CPUs, measured on ResNet-18, so
-/// only the layers that need it get them).
+/// Weights for a target whose x86 kernels may saturate ([`PairLimit`](mppq_ir::quant::PairLimit)):
+/// - when the limit allows it (`unsigned_where_costly`, target `any`) and some pair of the
+///   rounded codes exceeds it, the weight becomes uint8 with zero point 128: the same codes as
+///   unlimited int8, which ORT multiplies in its u8×u8 kernels, exact on every CPU (slower than
+///   u8×s8 on VNNI CPUs). A weight none of whose pairs exceeds stays int8, as it is. So the
+///   simulation is the unlimited int8 one exactly. (Keeping int8 with the limit where it cost less
+///   than 1 dB of weight noise lost 5.1 dB on PP-OCRv4 det's output, 0.16 dB on detect_branch.)
+/// - otherwise (`x86-avx2`) the scales that lose least once settled
+///   ([`PairLimit::fit_scales`](mppq_ir::quant::PairLimit::fit_scales)).
 ///
 /// The fit is the costliest part of calibrating parameters (ResNet-18: ~1 s) and the guard
 /// recalibrates the same weights once per candidate, so fits are remembered by their inputs (the
 /// last [`FITS_KEPT`]).
 fn fit_pair_limited_scales(config: &mut TensorQuantConfig, values: &[f32], shape: &[usize]) {
     use std::hash::{Hash, Hasher};
-    type Fits = HashMap<u64, (Vec<f32>, bool)>;
-    static FITS: std::sync::Mutex<Option<Fits>> = std::sync::Mutex::new(None);
+    static FITS: std::sync::Mutex<Option<HashMap<u64, Vec<f32>>>> = std::sync::Mutex::new(None);
     let Some(limit) = config.pair_limit.clone() else { return };
+    let (range, axis) = ((config.quant_min, config.quant_max), config.channel_axis);
+    let round = |v: f32| match config.rounding {
+        // Ties to even by the magic number (`rintf` is a library call on baseline x86-64); exact
+        // for |v| ≤ 2²², and the clamp to the code range follows anyway.
+        RoundingPolicy::HalfEven => {
+            const MAGIC: f32 = 12_582_912.0;
+            (v.clamp(-4_194_304.0, 4_194_304.0) + MAGIC) - MAGIC
+        }
+        other => other.round(f64::from(v)) as f32,
+    };
+    if limit.unsigned_where_costly {
+        let Some(runs) = mppq_ir::quant::pair_limit::ChannelRuns::new(shape, axis, config.scale.len()) else { return };
+        let mut codes = vec![0i64; values.len()];
+        runs.each(|r, c| {
+            for (q, w) in codes[r.clone()].iter_mut().zip(&values[r]) {
+                *q = (round(w / config.scale[c]) as i64).clamp(range.0, range.1);
+            }
+        });
+        if limit.violations(&codes, shape) > 0 {
+            // q + 128 in [0, 255]: the int8 codes [-128, 127] shifted, the same values.
+            config.quant_min += 128;
+            config.quant_max += 128;
+            config.offset = vec![128.0; config.scale.len()];
+            config.policy = QuantizationPolicy::linear(false, axis.is_some());
+            config.pair_limit = None;
+        }
+        return;
+    }
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (&limit, shape, config.channel_axis, config.quant_min, config.quant_max, config.rounding).hash(&mut h);
+    (&limit, shape, axis, range, config.rounding).hash(&mut h);
     config.scale.iter().chain(values).for_each(|v| v.to_bits().hash(&mut h));
     let key = h.finish();
-    let known = FITS.lock().ok().and_then(|m| m.as_ref()?.get(&key).cloned());
-    let (scales, unsigned) = match known {
-        Some(fit) => fit,
-        None => {
-            let (range, axis) = ((config.quant_min, config.quant_max), config.channel_axis);
-            let mut scales = config.scale.clone();
-            let fit = match config.rounding {
-                // Ties to even by the magic number (`rintf` is a library call on baseline
-                // x86-64); exact for |v| ≤ 2²², and the clamp to the code range follows anyway.
-                RoundingPolicy::HalfEven => limit.fit_scales(values, shape, axis, &mut scales, range, |v| {
-                    const MAGIC: f32 = 12_582_912.0;
-                    (v.clamp(-4_194_304.0, 4_194_304.0) + MAGIC) - MAGIC
-                }),
-                other => {
-                    limit.fit_scales(values, shape, axis, &mut scales, range, |v| other.round(f64::from(v)) as f32)
-                }
-            };
-            let costly = fit.is_some_and(|f| f.cost_db() > UNSIGNED_ABOVE_DB);
-            let unsigned = limit.unsigned_where_costly && costly;
-            let fit = (if unsigned { config.scale.clone() } else { scales }, unsigned);
-            if let Ok(mut fits) = FITS.lock() {
-                let fits = fits.get_or_insert_with(Default::default);
-                if fits.len() >= FITS_KEPT {
-                    fits.clear();
-                }
-                fits.insert(key, fit.clone());
-            }
-            fit
+    if let Some(scales) = FITS.lock().ok().and_then(|m| m.as_ref()?.get(&key).cloned()) {
+        config.scale = scales;
+        return;
+    }
+    limit.fit_scales(values, shape, axis, &mut config.scale, range, round);
+    if let Ok(mut fits) = FITS.lock() {
+        let fits = fits.get_or_insert_with(Default::default);
+        if fits.len() >= FITS_KEPT {
+            fits.clear();
         }
-    };
-    config.scale = scales;
-    if unsigned {
-        // q + 128 in [0, 255]: the int8 codes [-128, 127] shifted, the same values.
-        config.quant_min += 128;
-        config.quant_max += 128;
-        config.offset = vec![128.0; config.scale.len()];
-        config.policy = QuantizationPolicy::linear(false, config.channel_axis.is_some());
-        config.pair_limit = None;
+        fits.insert(key, config.scale.clone());
     }
 }
-
-/// Above this cost of the pair limit (dB of weight noise), a weight goes uint8 instead (when its
-/// limit allows it). Measured: the limit costs 2.0–2.7 dB on every ResNet-18 and tiny_cnn
-/// convolution and 4–6 dB on their classifiers; with 1 dB the outputs come within 0.2 dB of the
-/// unlimited int8 weights.
-const UNSIGNED_ABOVE_DB: f64 = 1.0;
 
 /// How many pair-limited fits [`fit_pair_limited_scales`] remembers (one per weight; a model's
 /// worth, then it starts over).

@@ -39,9 +39,9 @@ pub struct PairOrder {
 pub struct PairLimit {
     pub limit: i64,
     pub orders: Vec<PairOrder>,
-    /// Where the limit costs much (calibration decides), quantize the weight as uint8 with zero
-    /// point 128 instead: the same codes unlimited, which ORT's u8×u8 kernels add exactly on every
-    /// CPU, slower than u8×s8 on VNNI CPUs.
+    /// Where some pair of the rounded codes exceeds the limit (calibration decides), quantize the
+    /// weight as uint8 with zero point 128 instead: the same codes unlimited, which ORT's u8×u8
+    /// kernels add exactly on every CPU, slower than u8×s8 on VNNI CPUs.
     #[serde(default)]
     pub unsigned_where_costly: bool,
 }

@@ -8,13 +8,13 @@
 //! (`mppq_ir::quant::pair_limit`), so that nothing saturates and every class computes what the
 //! simulation computed. Weights for a non-saturating class keep the full 8-bit range.
 //!
-//! What each class costs (ResNet-18, docs/platforms.md "CPU classes"): the limit alone loses
-//! about 1 dB (2–2.7 dB of weight noise per layer); `any` therefore makes the weights it would
-//! cost that much uint8 (zero point 128: the unlimited codes, added exactly by ORT's u8×u8
-//! kernels on every CPU, within 0.1 dB of unlimited int8) at the price of those kernels' speed
-//! on VNNI CPUs (ResNet-18: 27.7 ms against 8.8 ms in ORT 1.31). `x86-avx2` keeps the limit
-//! (u8×s8 speed there); `x86-vnni` and `arm64` the full int8 range (fastest and best there,
-//! saturating on x86 without VNNI).
+//! What each class costs (docs/export.md, "CPU classes"): the limit alone loses about 1 dB on
+//! ResNet-18 (2–2.7 dB of weight noise per layer), 5 dB on PP-OCRv4 det. `any` therefore makes
+//! every weight that has a pair over the limit uint8 (zero point 128: the unlimited codes, added
+//! exactly by ORT's u8×u8 kernels on every CPU), so its simulation is the unlimited int8 one, at
+//! the price of those kernels' speed on VNNI CPUs (ResNet-18: 27.7 ms against 8.8 ms in ORT 1.31).
+//! `x86-avx2` keeps the limit (u8×s8 speed there); `x86-vnni` and `arm64` the full int8 range
+//! (fastest there, saturating on x86 without VNNI).
 
 use mppq_ir::quant::{PairLimit, PairOrder};
 use mppq_ir::{Graph, OpId};
@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 /// The CPU class whose integer arithmetic an export is simulated for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TargetCpu {
-    /// Every class: weights within the x86 pair limit, or uint8 where the limit costs more than
-    /// 1 dB of weight noise, so that no class saturates (the default: an export runs where its
-    /// user runs it, not where it was made).
+    /// Every class: int8 weights none of whose pairs exceeds the x86 limit, uint8 (zero point 128)
+    /// the others, so that no class saturates and the numbers are those of unlimited int8 (the
+    /// default: an export runs where its user runs it, not where it was made).
     #[default]
     #[serde(rename = "any")]
     Any,
@@ -61,7 +61,7 @@ impl TargetCpu {
     /// What the class means, for messages and `mppq info`.
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Any => "every CPU class (int8 weights within the x86 AVX2 pair limit, uint8 where it costs much)",
+            Self::Any => "every CPU class (uint8 weights where int8 could overflow the x86 AVX2 pair sums)",
             Self::X86Avx2 => "x86-64 with AVX2 or AVX-512 but no VNNI (int16 pair sums saturate)",
             Self::X86Vnni => "x86-64 with AVX-512 VNNI or AVX-VNNI (exact int32 sums)",
             Self::Arm64 => "ARM64 (exact int32 sums)",
@@ -136,7 +136,7 @@ pub struct IntegerArithmetic {
     pub target: String,
     /// int8 weights kept within the x86 pair limit.
     pub limited_weights: usize,
-    /// uint8 weights (zero point 128), where the limit would have cost more than 1 dB.
+    /// uint8 weights (zero point 128), where an int8 pair would exceed the limit.
     pub unsigned_weights: usize,
     /// int8 weights of the full range.
     pub full_int8_weights: usize,

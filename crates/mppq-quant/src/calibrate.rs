@@ -122,7 +122,7 @@ pub fn quantize_parameters(graph: &mut Graph, options: &ObserverOptions) -> Resu
 }
 
 /// Weights for a target whose x86 kernels may saturate ([`PairLimit`](mppq_ir::quant::PairLimit)):
-/// - when the limit allows it (`unsigned_where_costly`, target `any`) and some pair of the
+/// - when the limit allows it (`unsigned_when_over`, target `any`) and some pair of the
 ///   rounded codes exceeds it, the weight becomes uint8 with zero point 128: the same codes as
 ///   unlimited int8, which ORT multiplies in its u8×u8 kernels, exact on every CPU (slower than
 ///   u8×s8 on VNNI CPUs). A weight none of whose pairs exceeds stays int8, as it is. So the
@@ -148,7 +148,7 @@ fn fit_pair_limited_scales(config: &mut TensorQuantConfig, values: &[f32], shape
         }
         other => other.round(f64::from(v)) as f32,
     };
-    if limit.unsigned_where_costly {
+    if limit.unsigned_when_over {
         let Some(runs) = mppq_ir::quant::pair_limit::ChannelRuns::new(shape, axis, config.scale.len()) else { return };
         let mut codes = vec![0i64; values.len()];
         runs.each(|r, c| {

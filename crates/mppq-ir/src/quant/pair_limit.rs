@@ -43,13 +43,13 @@ pub struct PairLimit {
     /// weight as uint8 with zero point 128 instead: the same codes unlimited, which ORT's u8×u8
     /// kernels add exactly on every CPU, slower than u8×s8 on VNNI CPUs.
     #[serde(default)]
-    pub unsigned_where_costly: bool,
+    pub unsigned_when_over: bool,
 }
 
 impl PairLimit {
     /// The x86 limit ([`X86_PAIR_LIMIT`]) for these walks.
     pub fn x86(orders: Vec<PairOrder>) -> Self {
-        Self { limit: X86_PAIR_LIMIT, orders, unsigned_where_costly: false }
+        Self { limit: X86_PAIR_LIMIT, orders, unsigned_when_over: false }
     }
 
     /// Whether these orders fit a weight of `shape` (axes in range, none repeated).
@@ -119,7 +119,7 @@ impl PairLimit {
                 let mut sub_shape = shape.to_vec();
                 sub_shape.remove(axis);
                 (
-                    Self { limit: self.limit, orders, unsigned_where_costly: self.unsigned_where_costly },
+                    Self { limit: self.limit, orders, unsigned_when_over: self.unsigned_when_over },
                     sub_shape,
                     shape[axis],
                     shape[axis + 1..].iter().product::<usize>(),

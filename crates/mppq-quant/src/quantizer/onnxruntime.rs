@@ -5,10 +5,11 @@
 //! On x86 CPUs without VNNI (AVX2, or AVX-512 without VNNI), ORT's fused u8×s8 kernels multiply
 //! with `vpmaddubsw`, which saturates the int16 sum of two products (255·127·2 > 32767): unlimited
 //! 8-bit weights lost 3–25 dB in ORT there against the simulation. The `target_cpu` decides
-//! ([`TargetCpu`]): for `any` (the default) and `x86-avx2`, 8-bit weights of Conv/MatMul/Gemm get
-//! the x86 pair limit (no same-sign pair of neighbouring codes above 128 in magnitude), which
-//! keeps every class exact at full 8-bit resolution elsewhere; for `x86-vnni` and `arm64` they
-//! keep the full range. `weight_bits = 7` is ORT's `reduce_range` (the platform's option): every
+//! ([`TargetCpu`]): 8-bit weights of Conv/MatMul/Gemm get the x86 pair limit (no same-sign pair
+//! of neighbouring codes above 128 in magnitude) for `any` (the default: a weight with a pair
+//! over it becomes uint8 with zero point 128 at calibration, the others stay int8, so every
+//! class computes the full-range numbers exactly) and `x86-avx2` (int8 within the limit); for
+//! `x86-vnni` and `arm64` they keep the full int8 range. `weight_bits = 7` is ORT's `reduce_range` (the platform's option): every
 //! pair fits then, at half the resolution everywhere. What stays float and why (Softmax
 //! probabilities, constant operands of Add/Sub/Mul) is explained at the helpers below.
 use super::Quantizer;
@@ -82,9 +83,9 @@ impl OnnxRuntimeQuantizer {
         let weight = graph.operation(id).ok()?.inputs().get(1).copied().flatten()?;
         let rank = graph.variable(weight).ok()?.value.as_ref()?.shape().len();
         let mut limit = x86_pair_limit(graph, id, rank)?;
-        // `any`: exact everywhere at full resolution (uint8 where the limit costs much);
+        // `any`: exact everywhere at full resolution (uint8 where a pair exceeds the limit);
         // `x86-avx2`: the limit always, for the u8×s8 kernels' speed there.
-        limit.unsigned_where_costly = self.target_cpu == Some(TargetCpu::Any);
+        limit.unsigned_when_over = self.target_cpu == Some(TargetCpu::Any);
         Some(limit)
     }
 

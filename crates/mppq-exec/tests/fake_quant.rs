@@ -665,3 +665,31 @@ fn fused_kernel_copies_a_shared_contiguous_buffer() {
     assert_eq!(y.to_f32_vec(), vec![0.5, 1.0, -7.0, 63.5]);
     assert_eq!(base.to_f32_vec(), vec![0.3, 0.8, -7.1, 500.0]);
 }
+
+/// A weight config with the x86 pair limit: both kernel paths settle the rounded codes exactly as
+/// `PairLimit::apply` does (what the QDQ exporter writes), per output channel.
+#[test]
+fn pair_limited_weights_are_settled_like_the_export() {
+    use mppq_ir::quant::{PairLimit, PairOrder};
+    let device = Device::cpu();
+    // MatMul B [K = 6, N = 2], channels on axis 1, pairs along K.
+    let shape = [6usize, 2];
+    let scale = vec![0.5f32, 0.25];
+    let codes_in: Vec<i64> = vec![127, 3, 127, -60, -5, -70, 20, -70, 100, 0, 100, 1];
+    let values: Vec<f32> = codes_in.iter().enumerate().map(|(i, q)| *q as f32 * scale[i % 2]).collect();
+    let mut c = linear_config(8, true, Some(1), scale.clone(), vec![0.0; 2], RoundingPolicy::HalfEven);
+    c.pair_limit = Some(PairLimit::x86(vec![PairOrder { axes: vec![0], restart_per_position: false }]));
+    let mut expected = codes_in.clone();
+    assert!(c.pair_limit.as_ref().unwrap().apply(&mut expected, &shape) > 0);
+    for path in PATHS {
+        let t = Tensor::from_f32(&shape, values.clone(), &device);
+        let out = fake_quant_with(t, &c, path).unwrap().to_f32_vec();
+        let got: Vec<i64> = out.iter().enumerate().map(|(i, y)| (y / scale[i % 2]).round() as i64).collect();
+        assert_eq!(got, expected, "{path:?}");
+        assert_eq!(c.pair_limit.as_ref().unwrap().violations(&got, &shape), 0);
+    }
+    // Same-sign pairs over 128 settle (127 + 127, 100 + 100, −70 − 70 → 64 each); opposite signs
+    // and small pairs stay.
+    assert_eq!(expected.iter().step_by(2).copied().collect::<Vec<_>>(), vec![64, 64, -5, 20, 64, 64]);
+    assert_eq!(expected.iter().skip(1).step_by(2).copied().collect::<Vec<_>>(), vec![3, -60, -64, -64, 0, 1]);
+}

@@ -38,7 +38,15 @@ pub struct Options {
     /// model exactly; its misses are findings to read, not regressions).
     pub report_only: bool,
     /// The CPU classes ORT runs the export on (`crate::cpu_lane`); each gives a row per model.
+    /// Empty: the host's.
     pub lanes: Vec<CpuLane>,
+}
+
+impl Options {
+    /// The lanes to run: those asked for, or the host's.
+    fn lanes(&self) -> Vec<CpuLane> {
+        if self.lanes.is_empty() { vec![CpuLane::Host] } else { self.lanes.clone() }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -241,7 +249,7 @@ pub fn check_model(
         std::fs::copy(&path, Path::new(&keep).join(format!("{name}.qdq.onnx")))?;
     }
 
-    let lanes = if opts.lanes.is_empty() { vec![CpuLane::Host] } else { opts.lanes.clone() };
+    let lanes = opts.lanes();
     for (l, lane) in lanes.iter().enumerate() {
         let out = dir.path().join(format!("lane{l}"));
         std::fs::create_dir_all(&out)?;
@@ -343,8 +351,7 @@ pub fn check_model(
 }
 
 fn lane_names(opts: &Options) -> String {
-    let lanes = if opts.lanes.is_empty() { vec![CpuLane::Host] } else { opts.lanes.clone() };
-    lanes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    opts.lanes().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// The names of the testdata models (`testdata/<name>.onnx`), sorted.

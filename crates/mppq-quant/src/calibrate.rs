@@ -149,14 +149,8 @@ fn fit_pair_limited_scales(config: &mut TensorQuantConfig, values: &[f32], shape
         other => other.round(f64::from(v)) as f32,
     };
     if limit.unsigned_when_over {
-        let Some(runs) = mppq_ir::quant::pair_limit::ChannelRuns::new(shape, axis, config.scale.len()) else { return };
-        let mut codes = vec![0i64; values.len()];
-        runs.each(|r, c| {
-            for (q, w) in codes[r.clone()].iter_mut().zip(&values[r]) {
-                *q = (round(w / config.scale[c]) as i64).clamp(range.0, range.1);
-            }
-        });
-        if limit.violations(&codes, shape) > 0 {
+        let codes = mppq_ir::quant::pair_limit::channel_codes(values, shape, axis, &config.scale, range, round);
+        if codes.is_some_and(|codes| limit.violations(&codes, shape) > 0) {
             // q + 128 in [0, 255]: the int8 codes [-128, 127] shifted, the same values.
             config.quant_min += 128;
             config.quant_max += 128;

@@ -279,12 +279,16 @@ fn within_pair_limit(t: Tensor, config: &TensorQuantConfig, shape: &[usize]) -> 
         return t;
     };
     let values = t.to_f32_vec();
-    let mut codes = vec![0i64; values.len()];
-    runs.each(|range, c| {
-        for (q, y) in codes[range.clone()].iter_mut().zip(&values[range]) {
-            *q = (y / config.scale[c]).round() as i64;
-        }
-    });
+    let range = (config.quant_min, config.quant_max);
+    let codes = mppq_ir::quant::pair_limit::channel_codes(
+        &values,
+        shape,
+        config.channel_axis,
+        &config.scale,
+        range,
+        f32::round,
+    );
+    let Some(mut codes) = codes else { return t };
     let before = codes.clone();
     if limit.apply(&mut codes, shape) == 0 {
         return t;

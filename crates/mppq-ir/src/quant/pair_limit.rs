@@ -217,6 +217,26 @@ impl PairFit {
     }
 }
 
+/// The codes of a weight (`values` row-major in `shape`, one scale per channel of `channel_axis`):
+/// `round(w / s)` in f32, clamped to `range`. `None` when the scales do not fit the shape.
+pub fn channel_codes(
+    values: &[f32],
+    shape: &[usize],
+    channel_axis: Option<usize>,
+    scales: &[f32],
+    range: (i64, i64),
+    round: impl Fn(f32) -> f32,
+) -> Option<Vec<i64>> {
+    let runs = ChannelRuns::new(shape, channel_axis, scales.len()).filter(|r| r.len == values.len())?;
+    let mut codes = vec![0i64; values.len()];
+    runs.each(|r, c| {
+        for (q, w) in codes[r.clone()].iter_mut().zip(&values[r]) {
+            *q = (round(w / scales[c]) as i64).clamp(range.0, range.1);
+        }
+    });
+    Some(codes)
+}
+
 /// The contiguous runs of a row-major tensor that belong to one channel of `channel_axis`
 /// (the whole tensor is channel 0 without one): the walk over channels without a division per
 /// element.

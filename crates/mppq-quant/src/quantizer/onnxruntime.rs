@@ -81,8 +81,7 @@ impl OnnxRuntimeQuantizer {
             return None;
         }
         let weight = graph.operation(id).ok()?.inputs().get(1).copied().flatten()?;
-        let rank = graph.variable(weight).ok()?.value.as_ref()?.shape().len();
-        let mut limit = x86_pair_limit(graph, id, rank)?;
+        let mut limit = x86_pair_limit(graph, id, graph.variable(weight).ok()?.value.as_ref()?.shape())?;
         // `any`: exact everywhere at full resolution (uint8 where a pair exceeds the limit);
         // `x86-avx2`: the limit always, for the u8×s8 kernels' speed there.
         limit.unsigned_when_over = self.target_cpu == Some(TargetCpu::Any);

@@ -94,7 +94,7 @@ impl std::fmt::Display for TargetCpu {
 }
 
 /// The pairs ORT's u8×s8 kernels add in one int16 for the weight of `op` (a Conv, MatMul or
-/// Gemm reading a constant weight), as a walk of the weight's reduction axes; `None` for other
+/// Gemm reading a constant weight of shape `weight`), as a walk of the weight's reduction axes; `None` for other
 /// operations and for weights no kernel pairs. Read from MLAS's packing and checked under
 /// `qemu-x86_64 -cpu Haswell` on ORT 1.31 (docs/platforms.md, "CPU classes"): reduction
 /// positions `2j` and `2j + 1` share an int16, K padded with zeros at its end only.
@@ -103,26 +103,25 @@ impl std::fmt::Display for TargetCpu {
 ///   positions. Depthwise convolutions (one input and one output channel per group) run a kernel
 ///   that widens to int32 first: no pairs.
 /// - MatMul `B [..., K, N]` and Gemm `B [K, N]` (`[N, K]` with transB): pairs along K.
-pub fn x86_pair_limit(graph: &Graph, op: OpId, weight_rank: usize) -> Option<PairLimit> {
+pub fn x86_pair_limit(graph: &Graph, op: OpId, weight: &[usize]) -> Option<PairLimit> {
     let op = graph.operation(op).ok()?;
     if !op.in_default_domain() {
         return None;
     }
     let walk = |axes: Vec<usize>| PairLimit::x86(vec![PairOrder { axes, restart_per_position: false }]);
     match op.op_type.as_str() {
-        "Conv" if weight_rank >= 3 => {
-            let weight = graph.variable(op.inputs().get(1).copied().flatten()?).ok()?.value.as_ref()?.shape().to_vec();
+        "Conv" if weight.len() >= 3 => {
             let groups = usize::try_from(op.attr_int("group", 1).ok()?).ok()?;
             if weight[1] == 1 && weight[0] == groups {
                 return None;
             }
             // (kh, kw, …, ic): the spatial axes in order, then the channels.
-            let mut axes: Vec<usize> = (2..weight_rank).collect();
+            let mut axes: Vec<usize> = (2..weight.len()).collect();
             axes.push(1);
             Some(walk(axes))
         }
-        "MatMul" if weight_rank >= 2 => Some(walk(vec![weight_rank - 2])),
-        "Gemm" if weight_rank == 2 => Some(walk(vec![usize::from(op.attr_int("transB", 0).ok()? != 0)])),
+        "MatMul" if weight.len() >= 2 => Some(walk(vec![weight.len() - 2])),
+        "Gemm" if weight.len() == 2 => Some(walk(vec![usize::from(op.attr_int("transB", 0).ok()? != 0)])),
         _ => None,
     }
 }
@@ -158,7 +157,7 @@ impl IntegerArithmetic {
             if config.policy.is_floating() || config.num_of_bits != 8 || config.scale.is_empty() {
                 continue;
             }
-            let Some(limit) = x86_pair_limit(graph, id, value.shape().len()) else { continue };
+            let Some(limit) = x86_pair_limit(graph, id, value.shape()) else { continue };
             if config.pair_limit.is_some() {
                 out.limited_weights += 1;
             } else if config.quant_min >= 0 {
@@ -201,20 +200,15 @@ impl IntegerArithmetic {
 /// `limit`.
 fn saturates(limit: &PairLimit, config: &mppq_ir::quant::TensorQuantConfig, value: &mppq_ir::TensorData) -> bool {
     let Ok(values) = value.to_f32_vec() else { return false };
-    let shape = value.shape();
-    let Some(runs) = mppq_ir::quant::pair_limit::ChannelRuns::new(shape, config.channel_axis, config.scale.len())
-    else {
-        return false;
-    };
-    if config.offset.iter().any(|o| *o != 0.0) {
-        return false;
-    }
-    let mut codes = vec![0i64; values.len()];
-    runs.each(|range, c| {
-        for (q, w) in codes[range.clone()].iter_mut().zip(&values[range]) {
-            let v = f64::from(w / config.scale[c]);
-            *q = (config.rounding.round(v) as i64).clamp(config.quant_min, config.quant_max);
-        }
-    });
-    limit.violations(&codes, shape) > 0
+    let range = (config.quant_min, config.quant_max);
+    let round = |v: f32| config.rounding.round(f64::from(v)) as f32;
+    let codes = mppq_ir::quant::pair_limit::channel_codes(
+        &values,
+        value.shape(),
+        config.channel_axis,
+        &config.scale,
+        range,
+        round,
+    );
+    config.offset.iter().all(|o| *o == 0.0) && codes.is_some_and(|codes| limit.violations(&codes, value.shape()) > 0)
 }

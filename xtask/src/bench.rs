@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: FP32 inference time of the testdata models (plus a generated
 //! ResNet-18 at 1×3×224×224) on our executor and on ONNX Runtime (Python, same thread count),
 //! in the same run, and the time of our simulated INT8 forward (default platform) on the same
-//! input; prints the ratios per model, the CPU's vector extensions and the matrix kernel that
+//! input; prints the ratios per model, the CPU's vector extensions and the matrix kernels that
 //! ran. Medians after warm-up.
 
 use anyhow::{Context, Result, bail};
@@ -218,10 +218,12 @@ fn cpu_line() -> String {
     #[cfg(target_arch = "aarch64")]
     flags.push("neon");
     format!(
-        "CPU: {name}, {} threads; extensions: {}; matrix kernel: {} (MPPQ_GEMM_KERNEL overrides)",
+        "CPU: {name}, {} threads; extensions: {}; matrix kernels: float {}, int8 {} (MPPQ_GEMM_KERNEL, \
+         MPPQ_IGEMM_KERNEL override)",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         flags.join(" "),
-        mppq_exec::cpu::sgemm::GemmKernel::detect().name()
+        mppq_exec::cpu::sgemm::GemmKernel::detect().name(),
+        mppq_exec::cpu::igemm::IgemmKernel::detect().name()
     )
 }
 

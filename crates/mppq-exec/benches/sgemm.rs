@@ -3,9 +3,13 @@
 //! this CPU runs, against the `gemm` crate (Burn's CPU matmul) on the same product, so the
 //! choice between our kernels and a crate is made on numbers (`docs/executor.md`).
 //!
-//! `cargo bench -p mppq-exec --bench sgemm`; GFLOP/s = 2·M·N·K / time.
+//! The int8 product under the simulation's integer convolution (`igemm`) on the same shapes,
+//! per kernel this CPU runs: the same operation count, in integer operations.
+//!
+//! `cargo bench -p mppq-exec --bench sgemm`; GFLOP/s (GOP/s) = 2·M·N·K / time.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use mppq_exec::cpu::igemm::{DenseCodes, IgemmKernel, PackedCodes, igemm};
 use mppq_exec::cpu::sgemm::{DenseB, GemmKernel, PackedA, gemm_with};
 use std::hint::black_box;
 
@@ -64,6 +68,23 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("igemm");
+    group.sample_size(20);
+    for (name, m, k, n) in SHAPES {
+        let codes =
+            |len: usize, seed: usize| -> Vec<f32> { (0..len).map(|i| (i * seed % 255) as f32 - 127.0).collect() };
+        let (a, b, bias) = (codes(m * k, 7), codes(k * n, 5), vec![0i32; m]);
+        let mut out = vec![0f32; m * n];
+        group.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        for kernel in IgemmKernel::ALL.into_iter().filter(|k| k.is_supported()) {
+            let Some(packed) = PackedCodes::pack_for(kernel, &a, m, k) else { continue };
+            let source = DenseCodes { data: &b, k, n, offset: 128.0 };
+            group.bench_function(BenchmarkId::new(kernel.name(), name), |bench| {
+                bench.iter(|| igemm(&packed, &source, n, &bias, black_box(&mut out)))
+            });
+        }
     }
     group.finish();
 }

@@ -279,6 +279,7 @@ impl Executor {
                 op_type: &step.op_type,
                 captured: &scope,
                 subgraph_hooks,
+                integer_codes: hooks.iter().find_map(|h| h.integer_codes(&info)),
             };
             // Burn asserts on inconsistent shapes; an operator that missed a check must still
             // not bring the process down.

@@ -2,6 +2,7 @@
 //! quantization simulation, which is one such hook: [`crate::simulation::QuantSimulation`]).
 
 use crate::error::Result;
+use crate::kernel::IntegerCodes;
 use crate::value::Value;
 use mppq_ir::OpId;
 use mppq_ir::quant::ConfigSide;
@@ -31,6 +32,11 @@ pub trait ExecHook {
     /// (a loop iteration's formal inputs) and the enclosing-scope values it can read, before it
     /// runs.
     fn subgraph_feeds(&mut self, _feeds: &[(String, Value)], _captured: &HashMap<String, Value>) {}
+    /// After [`Self::before_op`]: whether the hook turned the operation's inputs into integer
+    /// codes, which the kernel may then compute on exactly ([`IntegerCodes`]).
+    fn integer_codes(&self, _op: &OpInfo<'_>) -> Option<IntegerCodes> {
+        None
+    }
 }
 
 /// Looks at values without changing them: every input of an operation before it runs and every

@@ -89,6 +89,18 @@ pub struct KernelContext<'a> {
     /// The hooks of this run for each sub-graph attribute of the node (see
     /// [`ExecHook::enter_subgraph`]); [`KernelContext::run_subgraph`] runs a body under them.
     pub subgraph_hooks: SubgraphHooks<'a>,
+    /// Set when a hook handed the operation integer codes instead of values
+    /// ([`ExecHook::integer_codes`]).
+    pub integer_codes: Option<IntegerCodes>,
+}
+
+/// How the inputs of an operation hold integer codes (the quantization simulation's integer
+/// path): input 0 centred activation codes (`q − z` as float32) that `input_offset` brings into
+/// 0..=255, the weight and bias their integer codes. A kernel that knows it may compute the
+/// exact integer product; its result is the same accumulator either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntegerCodes {
+    pub input_offset: u8,
 }
 
 /// Hooks for the sub-graphs of one node, by attribute name.

@@ -31,7 +31,7 @@ impl Conv2dGeometry {
     /// `[N, C, L, 1]` and `[N, C, 1, L]` are the same memory, and the swapped form gives the
     /// im2col rows of `L` values to copy instead of `L` rows of one value; the product's
     /// reduction order is unchanged, so are the numbers.
-    fn unit_width_as_height(&self) -> Option<Conv2dGeometry> {
+    pub(super) fn unit_width_as_height(&self) -> Option<Conv2dGeometry> {
         let unit_width = self.input[3] == 1 && self.weight[3] == 1 && self.output[1] == 1 && self.pads[1] == (0, 0);
         (unit_width && self.input[2] > 1).then(|| Conv2dGeometry {
             input: [self.input[0], self.input[1], 1, self.input[2]],
@@ -46,32 +46,38 @@ impl Conv2dGeometry {
 
     /// Every output channel reads one input channel (several groups of one channel each):
     /// computed directly ([`super::depthwise`]), not as 1-row matrix products.
-    fn depthwise(&self) -> bool {
+    pub(super) fn depthwise(&self) -> bool {
         self.weight[1] == 1 && self.group > 1
     }
 
     /// A 1×1 convolution without stride, dilation or padding: B is the input itself.
-    fn pointwise(&self) -> bool {
+    pub(super) fn pointwise(&self) -> bool {
         self.weight[2..] == [1, 1] && self.strides == [1, 1] && self.dilations == [1, 1] && self.pads == [(0, 0); 2]
     }
 }
 
-/// The packed weights of the last weight buffer a kernel saw (one [`PackedA`] per group), so a
-/// model's constant weights are packed once, not on every run.
-#[derive(Default)]
-pub struct PackedWeights {
-    last: Mutex<Option<(Tensor, Arc<Vec<PackedA>>)>>,
+/// What was derived from the last weight buffer a kernel saw (its packed form: one [`PackedA`]
+/// per group), so a model's constant weights are packed once, not on every run.
+pub struct PackedWeights<T = Vec<PackedA>> {
+    last: Mutex<Option<(Tensor, Arc<T>)>>,
 }
 
-impl PackedWeights {
-    fn get(&self, w: &Tensor, values: &[f32], g: &Conv2dGeometry) -> Arc<Vec<PackedA>> {
+impl<T> Default for PackedWeights<T> {
+    fn default() -> Self {
+        Self { last: Mutex::new(None) }
+    }
+}
+
+impl<T> PackedWeights<T> {
+    /// The value derived from `w`: kept while `w` is the same buffer, else made by `make`.
+    pub(super) fn get_or(&self, w: &Tensor, make: impl FnOnce() -> T) -> Arc<T> {
         let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some((seen, packed)) = last.as_ref()
             && cpu::same_buffer(seen, w)
         {
             return packed.clone();
         }
-        let packed = Arc::new(pack_weights(values, g));
+        let packed = Arc::new(make());
         *last = Some((w.clone(), packed.clone()));
         packed
     }
@@ -104,7 +110,7 @@ pub fn try_conv2d(
         return Some(x.like_f32(&shape, super::depthwise::conv2d(xv, wv, bv, g)));
     }
     let packed = match cache {
-        Some(cache) => cache.get(w, wv, g),
+        Some(cache) => cache.get_or(w, || pack_weights(wv, g)),
         None => Arc::new(pack_weights(wv, g)),
     };
     Some(x.like_f32(&shape, conv2d(xv, &packed, bv, g)))
@@ -142,51 +148,87 @@ struct Im2col<'a> {
 
 impl PanelSource for Im2col<'_> {
     fn pack(&self, k0: usize, kc: usize, n0: usize, nc: usize, out: &mut [f32]) {
-        let g = self.g;
-        let [_, _, h, wd] = g.input;
-        let [_, _, kh, kw] = g.weight;
-        let ow = g.output[1];
-        let ([sh, sw], [dh, dw]) = (g.strides, g.dilations);
-        let (ph, pw) = (g.pads[0].0 as isize, g.pads[1].0 as isize);
         let padded = nc.div_ceil(NR) * NR;
-        // The block's columns split at output rows: each run reads one input row (per k).
-        let mut runs = Vec::with_capacity(nc / ow + 2);
-        let mut col = n0;
-        while col < n0 + nc {
-            let (oy, ox) = (col / ow, col % ow);
-            let len = (n0 + nc - col).min(ow - ox);
-            runs.push((col - n0, len, (oy * sh) as isize - ph, (ox * sw) as isize - pw));
-            col += len;
-        }
-        for kk in 0..kc {
-            let row = k0 + kk;
-            let (ch, ky, kx) = (row / (kh * kw), (row / kw) % kh, row % kw);
-            let plane = &self.x[ch * h * wd..][..h * wd];
-            let (dy, dx) = ((ky * dh) as isize, (kx * dw) as isize);
-            for &(j, len, iy0, ix00) in &runs {
-                let iy = iy0 + dy;
-                if iy < 0 || iy >= h as isize {
-                    zero_row(out, kc, kk, j, len);
-                    continue;
-                }
-                let src = &plane[iy as usize * wd..][..wd];
-                let ix0 = ix00 + dx;
-                // Columns t with 0 <= ix0 + t·sw < wd read the input; the rest is padding.
-                let lo = ((-ix0).max(0) as usize).div_ceil(sw).min(len);
-                let hi = ((wd as isize - ix0).max(0) as usize).div_ceil(sw).clamp(lo, len);
-                zero_row(out, kc, kk, j, lo);
-                // A run wholly in the right padding (ix0 past the row) reads nothing.
-                if hi > lo {
-                    let first = (ix0 + (lo * sw) as isize) as usize;
-                    if sw == 1 {
-                        put_row(out, kc, kk, j + lo, &src[first..][..hi - lo]);
-                    } else {
-                        put_row_strided(out, kc, kk, j + lo, &src[first..], sw, hi - lo);
-                    }
-                }
-                zero_row(out, kc, kk, j + hi, len - hi);
+        im2col_pieces(self.x, self.g, k0..k0 + kc, n0, nc, |row, j, piece| {
+            let kk = row - k0;
+            match piece {
+                Piece::Padding(len) => zero_row(out, kc, kk, j, len),
+                Piece::Input { src, step: 1, len } => put_row(out, kc, kk, j, &src[..len]),
+                Piece::Input { src, step, len } => put_row_strided(out, kc, kk, j, src, step, len),
             }
-            zero_row(out, kc, kk, nc, padded - nc);
+            if j + piece.len() == nc {
+                zero_row(out, kc, kk, nc, padded - nc);
+            }
+        });
+    }
+}
+
+/// A run of one im2col row: `len` columns of padding, or `len` input values read from `src`
+/// every `step`-th.
+pub(super) enum Piece<'a> {
+    Padding(usize),
+    Input { src: &'a [f32], step: usize, len: usize },
+}
+
+impl Piece<'_> {
+    pub(super) fn len(&self) -> usize {
+        match *self {
+            Piece::Padding(len) | Piece::Input { len, .. } => len,
+        }
+    }
+}
+
+/// Walks rows `rows` and columns `n0..n0+nc` of the im2col matrix (`[cg·kh·kw, oh·ow]`) of one
+/// image's group of channels `x`: `f(row, j, piece)` for each piece, in column order within a
+/// row, `j` counted from `n0`. Runs of columns split at output rows, so each reads one input
+/// row (per kernel row).
+pub(super) fn im2col_pieces(
+    x: &[f32],
+    g: &Conv2dGeometry,
+    rows: std::ops::Range<usize>,
+    n0: usize,
+    nc: usize,
+    mut f: impl FnMut(usize, usize, Piece<'_>),
+) {
+    let [_, _, h, wd] = g.input;
+    let [_, _, kh, kw] = g.weight;
+    let ow = g.output[1];
+    let ([sh, sw], [dh, dw]) = (g.strides, g.dilations);
+    let (ph, pw) = (g.pads[0].0 as isize, g.pads[1].0 as isize);
+    let mut runs = Vec::with_capacity(nc / ow + 2);
+    let mut col = n0;
+    while col < n0 + nc {
+        let (oy, ox) = (col / ow, col % ow);
+        let len = (n0 + nc - col).min(ow - ox);
+        runs.push((col - n0, len, (oy * sh) as isize - ph, (ox * sw) as isize - pw));
+        col += len;
+    }
+    for row in rows {
+        let (ch, ky, kx) = (row / (kh * kw), (row / kw) % kh, row % kw);
+        let plane = &x[ch * h * wd..][..h * wd];
+        let (dy, dx) = ((ky * dh) as isize, (kx * dw) as isize);
+        for &(j, len, iy0, ix00) in &runs {
+            let iy = iy0 + dy;
+            if iy < 0 || iy >= h as isize {
+                f(row, j, Piece::Padding(len));
+                continue;
+            }
+            let src = &plane[iy as usize * wd..][..wd];
+            let ix0 = ix00 + dx;
+            // Columns t with 0 <= ix0 + t·sw < wd read the input; the rest is padding.
+            let lo = ((-ix0).max(0) as usize).div_ceil(sw).min(len);
+            let hi = ((wd as isize - ix0).max(0) as usize).div_ceil(sw).clamp(lo, len);
+            if lo > 0 {
+                f(row, j, Piece::Padding(lo));
+            }
+            // A run wholly in the right padding (ix0 past the row) reads nothing.
+            if hi > lo {
+                let first = (ix0 + (lo * sw) as isize) as usize;
+                f(row, j + lo, Piece::Input { src: &src[first..], step: sw, len: hi - lo });
+            }
+            if len > hi {
+                f(row, j + hi, Piece::Padding(len - hi));
+            }
         }
     }
 }

@@ -2,6 +2,8 @@
 //! bottleneck: float32 convolution as an implicit GEMM (`conv`) on our packed matrix product
 //! (`sgemm`) or, depthwise, direct (`depthwise`), and 2-d max pooling (`max_pool`). The operators ([`crate::ops`]) keep their
 //! attributes and checks and call these when the input is a contiguous CPU float32 tensor.
+//! The integer-exact simulation's convolutions run on an int8 matrix product (`igemm`,
+//! `integer_conv`).
 //!
 //! Loops that want wider vectors than the baseline build are compiled per instruction set and
 //! chosen at run time with [`crate::simd_dispatch!`] (`simd`).
@@ -13,6 +15,8 @@
 pub(crate) mod conv;
 pub(crate) mod depthwise;
 pub mod elementwise;
+pub mod igemm;
+pub(crate) mod integer_conv;
 pub(crate) mod max_pool;
 pub mod sgemm;
 pub mod simd;

@@ -26,8 +26,14 @@ pub(super) fn run(
     let node = OpNode { op: &op, opset, device: &device, registry: &registry };
     let kernel = registry.build(&node)?;
     let captured = HashMap::new();
-    let ctx =
-        KernelContext { device: &device, node: "n", op_type, captured: &captured, subgraph_hooks: Default::default() };
+    let ctx = KernelContext {
+        device: &device,
+        node: "n",
+        op_type,
+        captured: &captured,
+        subgraph_hooks: Default::default(),
+        integer_codes: None,
+    };
     let out = kernel.run(&ctx, inputs.into_iter().map(|t| t.map(Value::Tensor)).collect())?;
     Ok(out.into_iter().flatten().filter_map(Value::into_tensor).collect())
 }

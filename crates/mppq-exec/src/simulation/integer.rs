@@ -13,6 +13,7 @@
 //! requantizes its output the way the runtime does.
 
 use crate::error::{ExecError, Result};
+use crate::kernel::IntegerCodes;
 use crate::tensor::{Kind, Tensor};
 use crate::value::Value;
 use mppq_ir::quant::{OperationQuantConfig, QuantizationState, RoundingPolicy, TensorQuantConfig};
@@ -107,6 +108,14 @@ impl IntegerConv {
             *slot = Some(Value::Tensor(map_channels(t, 0, scale, |v, s| (v / s).round_ties_even().clamp(lo, hi))?));
         }
         Ok(())
+    }
+
+    /// What the convolution kernel is told of its inputs' codes: the offset that brings the
+    /// centred input codes (`x_lo..=x_hi`, 256 values) into 0..=255.
+    pub fn integer_codes(&self) -> Option<IntegerCodes> {
+        let offset = -self.x_lo;
+        (offset.fract() == 0.0 && (0.0..=255.0).contains(&offset) && self.x_hi - self.x_lo == 255.0)
+            .then_some(IntegerCodes { input_offset: offset as u8 })
     }
 
     /// Turns the kernel's integer accumulator (output 0, channels on axis 1) into the runtime's
@@ -469,6 +478,14 @@ impl IntegerPlan {
     /// its lookup.
     pub fn converts_inputs_independently(&self) -> bool {
         matches!(self, Self::Conv(_) | Self::Mul(_) | Self::MatMul(_))
+    }
+
+    /// What the kernel may be told of its integer inputs (convolutions: see [`IntegerConv`]).
+    pub fn integer_codes(&self) -> Option<IntegerCodes> {
+        match self {
+            Self::Conv(p) => p.integer_codes(),
+            _ => None,
+        }
     }
 
     pub fn integer_inputs(&mut self, inputs: &mut [Option<Value>]) -> Result<()> {

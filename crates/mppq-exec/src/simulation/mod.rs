@@ -10,6 +10,7 @@ pub mod training;
 
 use crate::error::Result;
 use crate::hooks::{ExecHook, OpInfo};
+use crate::kernel::IntegerCodes;
 use crate::tensor::Tensor;
 use crate::value::Value;
 use integer::IntegerPlan;
@@ -236,6 +237,10 @@ impl<F: FakeQuantizer> ExecHook for QuantSimulation<'_, F> {
             self.applied.1 += self.apply(outputs, &cfg.output_configs, on_grid)?;
         }
         Ok(())
+    }
+
+    fn integer_codes(&self, op: &OpInfo<'_>) -> Option<IntegerCodes> {
+        self.pending.as_ref().filter(|(id, _)| *id == op.id).and_then(|(_, plan)| plan.integer_codes())
     }
 
     /// A sub-graph carries its own operations' configs: simulated the same way inside.

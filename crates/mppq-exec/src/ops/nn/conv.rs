@@ -2,8 +2,9 @@
 //! on Burn's convolution kernels.
 
 use crate::cpu::conv::{self as cpu_conv, Conv2dGeometry, PackedWeights};
+use crate::cpu::integer_conv::{self, PackedCodeWeights};
 use crate::error::Result;
-use crate::kernel::{Kernel, KernelContext, OpNode};
+use crate::kernel::{IntegerCodes, Kernel, KernelContext, OpNode};
 use crate::ops::util::layer::{Window, float_tensor, reshape, shape_err};
 use crate::registry::OpRegistry;
 use crate::tensor::Tensor;
@@ -21,6 +22,8 @@ struct Conv {
     group: usize,
     /// The CPU path's packed weights, reused while the weight buffer stays the same.
     packed: PackedWeights,
+    /// The same for the integer path (the simulation's weight codes).
+    packed_codes: PackedCodeWeights,
 }
 
 /// Parses Conv-style `group` and window attributes.
@@ -34,7 +37,7 @@ pub fn parse_conv(node: &OpNode<'_>) -> Result<(Window, usize)> {
 
 fn build(node: &OpNode<'_>) -> Result<Box<dyn Kernel>> {
     let (window, group) = parse_conv(node)?;
-    Ok(Box::new(Conv { window, group, packed: PackedWeights::default() }))
+    Ok(Box::new(Conv { window, group, packed: PackedWeights::default(), packed_codes: PackedCodeWeights::default() }))
 }
 
 fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
@@ -55,7 +58,8 @@ impl Kernel for Conv {
         let x = float_tensor(ctx, ins.tensor(0)?, "X")?;
         let w = float_tensor(ctx, ins.tensor(1)?, "W")?;
         let b = ins.opt_tensor(2)?;
-        Ok(vec![Some(conv_with(ctx, &self.window, self.group, x, w, b, Some(&self.packed))?.into())])
+        let codes = ctx.integer_codes.map(|codes| (codes, &self.packed_codes));
+        Ok(vec![Some(conv_with(ctx, &self.window, self.group, x, w, b, Some(&self.packed), codes)?.into())])
     }
 }
 
@@ -68,10 +72,12 @@ pub fn conv_forward(
     w: Tensor,
     b: Option<Tensor>,
 ) -> Result<Tensor> {
-    conv_with(ctx, window, group, x, w, b, None)
+    conv_with(ctx, window, group, x, w, b, None, None)
 }
 
-/// [`conv_forward`], reusing packed CPU weights from `packed` when given.
+/// [`conv_forward`], reusing packed CPU weights from `packed` when given; with `codes` (the
+/// operands are integer codes) on the CPU's integer path where it has one.
+#[allow(clippy::too_many_arguments)]
 fn conv_with(
     ctx: &KernelContext<'_>,
     window: &Window,
@@ -80,6 +86,7 @@ fn conv_with(
     w: Tensor,
     b: Option<Tensor>,
     packed: Option<&PackedWeights>,
+    codes: Option<(IntegerCodes, &PackedCodeWeights)>,
 ) -> Result<Tensor> {
     let (xs, ws) = (x.shape(), w.shape());
     if xs.len() < 3 || xs.len() > 5 || ws.len() != xs.len() {
@@ -129,6 +136,12 @@ fn conv_with(
             pads: pairs(&r.pads),
             output: arr(&out),
         };
+        if let Some((codes, cache)) = codes
+            && let Some(y) =
+                integer_conv::try_conv2d_codes(Some(cache), &x, &w, bias.as_ref(), &geometry, codes.input_offset)
+        {
+            return Ok(y);
+        }
         if let Some(y) = cpu_conv::try_conv2d(packed, &x, &w, bias.as_ref(), &geometry) {
             return Ok(y);
         }

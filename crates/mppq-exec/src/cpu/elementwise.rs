@@ -64,8 +64,10 @@ pub fn try_unary(x: &crate::tensor::Tensor, f: impl Fn(f32) -> f32 + Sync) -> Op
     Some(x.like_f32(&x.shape(), y))
 }
 
-/// `f(a, b)` over two contiguous CPU float32 tensors of one shape, or one and a one-element
-/// tensor of no higher rank; `None` otherwise (the caller broadcasts with Burn).
+/// `f(a, b)` over two contiguous CPU float32 tensors of one shape, or where one of them
+/// broadcasts into the other as a contiguous block of its dimensions (a scalar, a per-channel
+/// `[1, C, 1, 1]`, a row `[W]`: every value of it then serves a run of the other's consecutive
+/// values); `None` otherwise (the caller broadcasts with Burn). Same arithmetic as Burn's.
 pub fn try_binary(
     a: &crate::tensor::Tensor,
     b: &crate::tensor::Tensor,
@@ -78,19 +80,35 @@ pub fn try_binary(
         map2(av, bv, &mut y, f);
         return Some(a.like_f32(&sa, y));
     }
-    if bv.len() == 1 && sb.len() <= sa.len() {
-        let c = bv[0];
+    if let Some((run, period)) = broadcast_runs(&sa, &sb) {
         let mut y = vec![0f32; av.len()];
-        map_runs(av, &mut y, usize::MAX, |v, _| f(v, c));
+        map_runs(av, &mut y, run, |v, i| f(v, bv[i % period]));
         return Some(a.like_f32(&sa, y));
     }
-    if av.len() == 1 && sa.len() <= sb.len() {
-        let c = av[0];
+    if let Some((run, period)) = broadcast_runs(&sb, &sa) {
         let mut y = vec![0f32; bv.len()];
-        map_runs(bv, &mut y, usize::MAX, |v, _| f(c, v));
+        map_runs(bv, &mut y, run, |v, i| f(av[i % period], v));
         return Some(b.like_f32(&sb, y));
     }
     None
+}
+
+/// How `small` broadcasts into `big` (the result has `big`'s shape) when its values form one
+/// contiguous block of `big`'s dimensions: each of its `period` values serves a run of `run`
+/// consecutive values of `big`, cycling. `None` for any other broadcast.
+fn broadcast_runs(big: &[usize], small: &[usize]) -> Option<(usize, usize)> {
+    if small.len() > big.len() {
+        return None;
+    }
+    let padded: Vec<usize> = std::iter::repeat_n(1, big.len() - small.len()).chain(small.iter().copied()).collect();
+    let Some(first) = padded.iter().position(|&d| d != 1) else {
+        return Some((usize::MAX, 1));
+    };
+    let last = padded.iter().rposition(|&d| d != 1).unwrap_or(first);
+    (padded[first..=last] == big[first..=last]).then(|| {
+        let run = big[last + 1..].iter().product::<usize>();
+        (run, padded[first..=last].iter().product())
+    })
 }
 
 crate::simd_dispatch!(fn dispatch_unary<F: Fn(f32, usize) -> f32>(src: &[f32], dst: &mut [f32], first: usize, run: usize, f: &F) => unary_body);
@@ -167,5 +185,40 @@ mod tests {
         let mut d = vec![0f32; a.len()];
         map2(&a, &b, &mut d, |x, y| x.mul_add(3.0, y));
         assert!(d.iter().enumerate().all(|(i, v)| *v == a[i].mul_add(3.0, b[i])));
+    }
+
+    /// Contiguous-block broadcasts run on the fast path and give Burn's values, either operand
+    /// broadcast; other broadcasts are left to Burn.
+    #[test]
+    fn block_broadcasts_match_burn() {
+        use crate::device::Device;
+        use crate::tensor::Tensor;
+        use burn::backend::Dispatch;
+        use burn::backend::ops::FloatTensorOps;
+        assert_eq!(broadcast_runs(&[2, 3, 4, 5], &[1, 3, 1, 1]), Some((20, 3)));
+        assert_eq!(broadcast_runs(&[2, 3, 4, 5], &[4, 5]), Some((1, 20)));
+        assert_eq!(broadcast_runs(&[2, 3, 4, 5], &[]), Some((usize::MAX, 1)));
+        assert_eq!(broadcast_runs(&[2, 3, 4, 5], &[3, 1, 5]), None);
+        let device = Device::cpu();
+        let cases: [(&[usize], &[usize]); 5] = [
+            (&[2, 3, 4, 5], &[1, 3, 1, 1]),
+            (&[2, 3, 4, 5], &[3, 1, 1]),
+            (&[2, 3, 4, 5], &[5]),
+            (&[3, 1, 1], &[2, 3, 40, 500]),
+            (&[2, 3, 4, 5], &[1]),
+        ];
+        for (sa, sb) in cases {
+            let values = |shape: &[usize], k: f32| -> Vec<f32> {
+                (0..shape.iter().product::<usize>()).map(|i| ((i + 1) as f32 * k).sin()).collect()
+            };
+            let a = Tensor::from_f32(sa, values(sa, 0.37), &device);
+            let b = Tensor::from_f32(sb, values(sb, 1.3), &device);
+            let fast = try_binary(&a, &b, |x, y| x / y).expect("a block broadcast");
+            let (a, b, _) = crate::tensor::broadcast_pair(a, b).expect("broadcastable");
+            let burn = Tensor::from_dispatch(Dispatch::float_div(a.into_dispatch(), b.into_dispatch()));
+            assert_eq!(fast.shape(), burn.shape(), "{sa:?} {sb:?}");
+            let bits = |t: &Tensor| t.to_f32_vec().into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&burn), "{sa:?} {sb:?}");
+        }
     }
 }

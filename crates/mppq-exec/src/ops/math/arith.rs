@@ -62,6 +62,20 @@ impl Kernel for Arith {
         let mut ins = ctx.inputs(inputs);
         let (a, b) = (ins.tensor(0)?, ins.tensor(1)?);
         let b = self.legacy.apply(ctx, &a, b)?;
+        // CPU float32: one vectorised pass (Burn's broadcasting zip was 15 % of a PP-OCR
+        // detector's quantize time).
+        // (Closures, not function pointers: each map is compiled with its operation inlined.)
+        use crate::cpu::elementwise::try_binary;
+        let quick = match self.op {
+            Op::Add => try_binary(&a, &b, |x, y| x + y),
+            Op::Sub => try_binary(&a, &b, |x, y| x - y),
+            Op::Mul => try_binary(&a, &b, |x, y| x * y),
+            Op::Div => try_binary(&a, &b, |x, y| x / y),
+            _ => None,
+        };
+        if let Some(y) = quick {
+            return Ok(vec![Some(y.into())]);
+        }
         let (a, b, shape) = align_binary(ctx, a, b)?;
         let kind = a.kind();
         if kind == Kind::Int && matches!(self.op, Op::Div | Op::FloorMod | Op::Fmod) && has_zero(&b) {

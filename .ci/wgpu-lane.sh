@@ -42,7 +42,9 @@ log "Vulkan driver: $ICD"
 
 # 2. Build.
 log "building xtask --features wgpu"
-cargo build -p xtask --features wgpu
+# Without the default ndarray feature: Burn's ndarray backend is the CPU lane's, and building it
+# again against the wgpu feature set would cost minutes.
+cargo build -p xtask --no-default-features --features wgpu
 XTASK="${CARGO_TARGET_DIR:-target}/debug/xtask"
 
 # 3. The executor's wgpu tests: stand-ins (scalars, bools, 8-bit ints) and device poisoning.

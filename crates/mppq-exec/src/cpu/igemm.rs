@@ -260,12 +260,7 @@ impl IgemmKernel {
     pub fn detect() -> Self {
         static CHOSEN: std::sync::OnceLock<IgemmKernel> = std::sync::OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            let wanted = std::env::var("MPPQ_IGEMM_KERNEL").ok();
-            let named = wanted.and_then(|w| Self::ALL.into_iter().find(|k| k.name() == w.trim()));
-            named
-                .filter(|k| k.is_supported())
-                .or_else(|| Self::ALL.into_iter().find(|k| k.is_supported()))
-                .unwrap_or(IgemmKernel::Portable)
+            super::choose_kernel("MPPQ_IGEMM_KERNEL", &Self::ALL, Self::name, Self::is_supported, IgemmKernel::Portable)
         })
     }
 
@@ -286,6 +281,18 @@ impl IgemmKernel {
             IgemmKernel::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
             IgemmKernel::Portable => true,
             #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Whether the integer path beats the float one on this CPU (`cargo bench --bench sgemm`):
+    /// the VNNI kernels always (2–2.5× the float kernels); the AVX2 kernel only where the float
+    /// kernel is AVX2 too (1.1–1.35× it; AVX-512 float is faster); the portable one never.
+    pub fn beats_float(self) -> bool {
+        match self {
+            IgemmKernel::Avx512Vnni | IgemmKernel::AvxVnni => true,
+            #[cfg(target_arch = "x86_64")]
+            IgemmKernel::Avx2 => !std::arch::is_x86_feature_detected!("avx512f"),
             _ => false,
         }
     }

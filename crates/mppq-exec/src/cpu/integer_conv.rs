@@ -6,8 +6,9 @@
 //! through the weights' row sums.
 //!
 //! Depthwise convolutions keep the float path (a few products per output: exact in float32),
-//! and so does a weight whose codes do not fit in int8, and every convolution on a CPU without
-//! AVX2 (aarch64 included), where the portable int8 kernel is slower than the float ones.
+//! and so does a weight whose codes do not fit in int8, and every convolution on a CPU where
+//! the int8 kernel is slower than the float one ([`IgemmKernel::beats_float`]: no AVX2, aarch64,
+//! AVX-512 without VNNI).
 
 use super::conv::{Conv2dGeometry, PackedWeights, Piece, im2col_pieces};
 use super::igemm::{self, CodePanels, DenseCodes, IgemmKernel, PackedCodes, to_bytes};
@@ -30,9 +31,9 @@ pub fn try_conv2d_codes(
     g: &Conv2dGeometry,
     offset: u8,
 ) -> Option<Tensor> {
-    // The portable int8 kernel is slower than the float ones (NEON included): CPUs without AVX2
-    // keep the float path, exact while partial sums stay below 2²⁴.
-    if IgemmKernel::detect() == IgemmKernel::Portable {
+    // Where the int8 kernel is slower than the float one (no AVX2, aarch64; AVX-512 without
+    // VNNI), the float path: exact while partial sums stay below 2²⁴.
+    if !IgemmKernel::detect().beats_float() {
         return None;
     }
     let (xv, wv) = (cpu::f32_values(x)?, cpu::f32_values(w)?);
@@ -139,9 +140,9 @@ mod tests {
             let x: Vec<f32> = (0..n * c * h * wd).map(|i| (lo + ((i * 37 % 256) as f32)).min(255.0 + lo)).collect();
             let w: Vec<f32> = (0..m * cg * kh * kw).map(|i| [127.0, -128.0, (i % 255) as f32 - 127.0][i % 3]).collect();
             let b: Vec<f32> = (0..m).map(|i| i as f32 * 1000.0 - 3.0).collect();
-            // Through the tensors where this CPU has the integer path, else (no AVX2) the packed
-            // product on the portable kernel directly.
-            let got = if IgemmKernel::detect() != IgemmKernel::Portable {
+            // Through the tensors where this CPU takes the integer path, else the packed product
+            // on this CPU's int8 kernel directly.
+            let got = if IgemmKernel::detect().beats_float() {
                 try_conv2d_codes(
                     None,
                     &Tensor::from_f32(&g.input, x.clone(), &device),

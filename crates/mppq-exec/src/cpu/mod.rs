@@ -66,6 +66,20 @@ pub fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     }
 }
 
+/// The register-tile kernel to use, of `all` (fastest first): the one `env_var` names when this
+/// CPU runs it (for benchmarks), else the fastest this CPU runs, else `fallback`.
+pub(crate) fn choose_kernel<K: Copy>(
+    env_var: &str,
+    all: &[K],
+    name: impl Fn(K) -> &'static str,
+    supported: impl Fn(K) -> bool,
+    fallback: K,
+) -> K {
+    let wanted = std::env::var(env_var).ok();
+    let named = wanted.and_then(|w| all.iter().copied().find(|&k| name(k) == w.trim()));
+    named.filter(|&k| supported(k)).or_else(|| all.iter().copied().find(|&k| supported(k))).unwrap_or(fallback)
+}
+
 /// Whether this CPU multiplies u8×s8 pairs into 32 bits without saturating: x86-64 with VNNI
 /// (AVX-512 VNNI or AVX-VNNI), and every non-x86 CPU. AVX2-only x86 integer kernels (ONNX
 /// Runtime's MLAS) use `pmaddubsw`, which saturates the 16-bit sum of two 8-bit products, so

@@ -238,12 +238,7 @@ impl GemmKernel {
     pub fn detect() -> Self {
         static CHOSEN: std::sync::OnceLock<GemmKernel> = std::sync::OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            let wanted = std::env::var("MPPQ_GEMM_KERNEL").ok();
-            let named = wanted.and_then(|w| Self::ALL.into_iter().find(|k| k.name() == w.trim()));
-            named
-                .filter(|k| k.is_supported())
-                .or_else(|| Self::ALL.into_iter().find(|k| k.is_supported()))
-                .unwrap_or(GemmKernel::Portable)
+            super::choose_kernel("MPPQ_GEMM_KERNEL", &Self::ALL, Self::name, Self::is_supported, GemmKernel::Portable)
         })
     }
 

@@ -15,6 +15,7 @@
 pub(crate) mod conv;
 pub(crate) mod depthwise;
 pub mod elementwise;
+pub(crate) mod gather;
 pub mod igemm;
 pub(crate) mod integer_conv;
 pub(crate) mod max_pool;

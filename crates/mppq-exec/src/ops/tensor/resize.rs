@@ -393,6 +393,16 @@ impl Kernel for Resize {
             if let Some(o) = plan.outside {
                 outside_masks.push((a, o));
             }
+            // CPU float32: every tap in one pass (cpu/gather.rs), the same values.
+            if kind == Kind::Float
+                && let Some(values) = crate::cpu::f32_values(&y)
+                && let Some(gathered) = crate::cpu::gather::weighted_taps(values, &y.shape(), a, &plan.taps)
+            {
+                let mut s = y.shape();
+                s[a] = out[a];
+                y = y.like_f32(&s, gathered);
+                continue;
+            }
             let mut wshape = vec![1; rank];
             wshape[a] = out[a];
             let mut acc: Option<burn::backend::DispatchTensor> = None;

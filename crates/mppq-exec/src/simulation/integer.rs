@@ -211,8 +211,7 @@ impl IntegerAdd {
         // A value outside its grid (not quantized upstream) saturates, as the runtime's Q before the Add does.
         let code = |v: f32, (s, z): (f32, f32)| grid_code(v, s, z, lo, hi);
         let (a_values, b_values) = (a_full.to_f32_vec(), b_full.to_f32_vec());
-        let mut values = vec![0f32; a_values.len()];
-        crate::cpu::elementwise::map2(&a_values, &b_values, &mut values, |va, vb| {
+        let values = crate::cpu::elementwise::map2(&a_values, &b_values, |va, vb| {
             let qa = (code(va, self.a), self.ratio_a, self.a.1);
             let qb = (code(vb, self.b), self.ratio_b, self.b.1);
             if a_streamed { self.kernel(qa, qb) } else { self.kernel(qb, qa) }
@@ -414,9 +413,8 @@ impl IntegerSigmoid {
         }
         let ((s, z), (lo, hi)) = (self.x, self.x_range);
         let src = crate::cpu::f32_values_or_copy(t);
-        let mut looked_up = vec![0f32; src.len()];
         let table = &self.table;
-        crate::cpu::elementwise::map_runs(&src, &mut looked_up, usize::MAX, |v, _| {
+        let looked_up = crate::cpu::elementwise::map_runs(&src, usize::MAX, |v, _| {
             let index = (grid_code(v, s, z, lo, hi) - lo) as usize;
             table.get(index).copied().unwrap_or(f32::NAN)
         });
@@ -536,13 +534,12 @@ fn map_channels(t: &Tensor, axis: usize, params: &[f32], f: impl Fn(f32, f32) ->
     }
     let inner: usize = shape.iter().skip(axis + 1).product();
     let src = crate::cpu::f32_values_or_copy(t);
-    let mut values = vec![0f32; src.len()];
-    if params.len() == 1 || inner == 0 {
+    let values = if params.len() == 1 || inner == 0 {
         let p = params[0];
-        crate::cpu::elementwise::map_runs(&src, &mut values, usize::MAX, |v, _| f(v, p));
+        crate::cpu::elementwise::map_runs(&src, usize::MAX, |v, _| f(v, p))
     } else {
-        crate::cpu::elementwise::map_runs(&src, &mut values, inner, |v, run| f(v, params[run % channels]));
-    }
+        crate::cpu::elementwise::map_runs(&src, inner, |v, run| f(v, params[run % channels]))
+    };
     Ok(t.like_f32(&shape, values))
 }
 

@@ -1,7 +1,7 @@
 //! Integer matrix product `C = A·B + bias` for the integer-exact simulation of 8-bit
 //! convolutions: A holds the weights' integer codes (`m × k`, each in −128..=127) and is packed
 //! once; B holds the activation codes shifted into 0..=255 (`k × n`) and is packed block by
-//! block from its source ([`CodePanels`]). Products and sums are exact in int32, as an int8
+//! block from its source ([`CodeRows`]). Products and sums are exact in int32, as an int8
 //! runtime computes them, and C is written as float32: the int32 accumulator converted, which
 //! is what ONNX Runtime multiplies by the requantization scale.
 //!
@@ -28,7 +28,7 @@ const THREADED_MACS: usize = 1 << 21;
 
 /// Where the rows of B come from: fills `count` rows from row `k0` on, columns `n0..n0+nc`,
 /// into `out` (row `k0 + r` at `out[r·stride..][..nc]`), as bytes (the shifted codes).
-pub trait CodePanels: Sync {
+pub trait CodeRows: Sync {
     fn rows(&self, k0: usize, count: usize, n0: usize, nc: usize, out: &mut [u8], stride: usize);
 }
 
@@ -36,7 +36,7 @@ pub trait CodePanels: Sync {
 /// rows into a scratch (as large as the packed block, so still in L2), then interleaved group by
 /// group. Bytes of the rows past `k` and the columns past `nc` are left as they were: A is zero
 /// there, and those columns of C are not written.
-fn pack_b(b: &impl CodePanels, k: usize, n0: usize, nc: usize, out: &mut [u8], scratch: &mut Vec<u8>) {
+fn pack_b(b: &impl CodeRows, k: usize, n0: usize, nc: usize, out: &mut [u8], scratch: &mut Vec<u8>) {
     let (k4, stride) = (k.div_ceil(4), nc.div_ceil(NR) * NR);
     scratch.resize(4 * k4 * stride, 0);
     b.rows(0, k, n0, nc, scratch, stride);
@@ -160,7 +160,7 @@ impl PackedCodes {
 }
 
 /// `c` (row-major `m × n`) = `a · B + bias[row]`, B read from `b`, converted to float32.
-pub fn igemm(a: &PackedCodes, b: &impl CodePanels, n: usize, bias: &[i32], c: &mut [f32]) {
+pub fn igemm(a: &PackedCodes, b: &impl CodeRows, n: usize, bias: &[i32], c: &mut [f32]) {
     let (m, k4, kernel) = (a.m, a.k4, a.kernel);
     assert!(c.len() >= m * n && bias.len() >= m && kernel.is_supported());
     let tile_n = kernel.tile_panels() * NR;
@@ -228,7 +228,7 @@ pub struct DenseCodes<'a> {
     pub offset: f32,
 }
 
-impl CodePanels for DenseCodes<'_> {
+impl CodeRows for DenseCodes<'_> {
     fn rows(&self, k0: usize, count: usize, n0: usize, nc: usize, out: &mut [u8], stride: usize) {
         for r in 0..count {
             let src = &self.data[(k0 + r) * self.n + n0..][..nc];

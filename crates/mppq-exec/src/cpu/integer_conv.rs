@@ -11,7 +11,7 @@
 //! AVX-512 without VNNI).
 
 use super::conv::{Conv2dGeometry, PackedWeights, Piece, im2col_pieces};
-use super::igemm::{self, CodePanels, DenseCodes, IgemmKernel, PackedCodes, to_bytes};
+use super::igemm::{self, CodeRows, DenseCodes, IgemmKernel, PackedCodes, to_bytes};
 use crate::cpu;
 use crate::tensor::Tensor;
 
@@ -97,7 +97,7 @@ struct Im2colCodes<'a> {
     offset: f32,
 }
 
-impl CodePanels for Im2colCodes<'_> {
+impl CodeRows for Im2colCodes<'_> {
     fn rows(&self, k0: usize, count: usize, n0: usize, nc: usize, out: &mut [u8], stride: usize) {
         let zero = self.offset as u8;
         im2col_pieces(self.x, self.g, k0..k0 + count, n0, nc, |row, j, piece| {

@@ -56,8 +56,8 @@ impl Conv2dGeometry {
     }
 }
 
-/// What was derived from the last weight buffer a kernel saw (its packed form: one [`PackedA`]
-/// per group), so a model's constant weights are packed once, not on every run.
+/// What was derived from the last weight buffer a kernel saw (by default its packed form: one
+/// [`PackedA`] per group), so a model's constant weights are packed once, not on every run.
 pub struct PackedWeights<T = Vec<PackedA>> {
     last: Mutex<Option<(Tensor, Arc<T>)>>,
 }

@@ -15,6 +15,7 @@
 //! of two products saturates: this module computes the exact product on every CPU, so the
 //! simulation gives the same numbers everywhere.
 
+use super::SharedOut;
 use rayon::prelude::*;
 
 /// Rows of the register tile (A panel height).
@@ -26,10 +27,10 @@ const B_BLOCK_BYTES: usize = 192 * 1024;
 /// Below this many multiply-adds a product runs on the calling thread.
 const THREADED_MACS: usize = 1 << 21;
 
-/// Where the rows of B come from: fills `count` rows from row `k0` on, columns `n0..n0+nc`,
-/// into `out` (row `k0 + r` at `out[r·stride..][..nc]`), as bytes (the shifted codes).
+/// Where the rows of B come from: fills every row's columns `n0..n0+nc` into `out` (row `r` at
+/// `out[r·stride..][..nc]`), as bytes (the shifted codes).
 pub trait CodeRows: Sync {
-    fn rows(&self, k0: usize, count: usize, n0: usize, nc: usize, out: &mut [u8], stride: usize);
+    fn rows(&self, n0: usize, nc: usize, out: &mut [u8], stride: usize);
 }
 
 /// Packs columns `n0..n0+nc` of B (`k` rows) into `out` (`[ceil(nc/NR)][k4][NR][4]` bytes): all
@@ -39,7 +40,7 @@ pub trait CodeRows: Sync {
 fn pack_b(b: &impl CodeRows, k: usize, n0: usize, nc: usize, out: &mut [u8], scratch: &mut Vec<u8>) {
     let (k4, stride) = (k.div_ceil(4), nc.div_ceil(NR) * NR);
     scratch.resize(4 * k4 * stride, 0);
-    b.rows(0, k, n0, nc, scratch, stride);
+    b.rows(n0, nc, scratch, stride);
     for g in 0..k4 {
         for p in 0..stride / NR {
             let row = |j: usize| &scratch[(4 * g + j) * stride + p * NR..][..NR];
@@ -205,20 +206,6 @@ pub fn igemm(a: &PackedCodes, b: &impl CodeRows, n: usize, bias: &[i32], c: &mut
     }
 }
 
-/// The output pointer shared by tasks that write disjoint column ranges.
-struct SharedOut(*mut f32);
-// SAFETY: tasks write disjoint parts of the buffer (see `igemm`).
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    /// # Safety
-    /// `offset` must lie inside the buffer.
-    unsafe fn at(&self, offset: usize) -> *mut f32 {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.add(offset) }
-    }
-}
-
 /// B given as a row-major `k × n` matrix of centred codes (as float32) and the offset that
 /// brings them into 0..=255: 1×1 convolutions, tests.
 pub struct DenseCodes<'a> {
@@ -229,9 +216,9 @@ pub struct DenseCodes<'a> {
 }
 
 impl CodeRows for DenseCodes<'_> {
-    fn rows(&self, k0: usize, count: usize, n0: usize, nc: usize, out: &mut [u8], stride: usize) {
-        for r in 0..count {
-            let src = &self.data[(k0 + r) * self.n + n0..][..nc];
+    fn rows(&self, n0: usize, nc: usize, out: &mut [u8], stride: usize) {
+        for r in 0..self.k {
+            let src = &self.data[r * self.n + n0..][..nc];
             to_bytes(src, 1, self.offset, &mut out[r * stride..][..nc]);
         }
     }

@@ -36,17 +36,17 @@ pub fn try_conv2d_codes(
     if !IgemmKernel::detect().beats_float() {
         return None;
     }
-    let (xv, wv) = (cpu::f32_values(x)?, cpu::f32_values(w)?);
-    let bias = match b {
-        Some(b) => cpu::f32_values(b)?.iter().map(|v| v.round_ties_even() as i32).collect(),
-        None => vec![0; g.weight[0]],
-    };
     let shape = [g.input[0], g.weight[0], g.output[0], g.output[1]];
     let swapped = g.unit_width_as_height();
     let g = swapped.as_ref().unwrap_or(g);
     if g.depthwise() {
         return None;
     }
+    let (xv, wv) = (cpu::f32_values(x)?, cpu::f32_values(w)?);
+    let bias = match b {
+        Some(b) => cpu::f32_values(b)?.iter().map(|v| v.round_ties_even() as i32).collect(),
+        None => vec![0; g.weight[0]],
+    };
     let pack = || pack_codes(wv, g);
     let packed = match cache {
         Some(cache) => cache.get_or(w, pack),
@@ -67,22 +67,24 @@ fn conv2d_codes(x: &[f32], w: &[PackedCodes], bias: &[i32], g: &Conv2dGeometry, 
     let [m, cg, kh, kw] = g.weight;
     let [oh, ow] = g.output;
     let (mg, spatial, k) = (m / g.group, oh * ow, cg * kh * kw);
+    // The shifted input adds `offset · Σ_k w` to every output: taken out with the bias.
+    let bias: Vec<i32> = bias
+        .chunks_exact(mg)
+        .zip(w)
+        .flat_map(|(group_bias, a)| group_bias.iter().zip(a.row_sums()))
+        .map(|(&bv, &sum)| bv.wrapping_sub(i32::from(offset).wrapping_mul(sum)))
+        .collect();
+    let offset = f32::from(offset);
     let mut y = vec![0f32; n * m * spatial];
     for b in 0..n {
         for (grp, a) in w.iter().enumerate() {
             let x_img = &x[(b * c + grp * cg) * h * wd..][..cg * h * wd];
             let y_grp = &mut y[(b * m + grp * mg) * spatial..][..mg * spatial];
-            // The shifted input adds `offset · Σ_k w` to every output: taken out with the bias.
-            let bias_grp: Vec<i32> = bias[grp * mg..][..mg]
-                .iter()
-                .zip(a.row_sums())
-                .map(|(&bv, &sum)| bv.wrapping_sub(i32::from(offset).wrapping_mul(sum)))
-                .collect();
-            let offset = f32::from(offset);
+            let bias_grp = &bias[grp * mg..][..mg];
             if g.pointwise() {
-                igemm::igemm(a, &DenseCodes { data: x_img, k, n: spatial, offset }, spatial, &bias_grp, y_grp);
+                igemm::igemm(a, &DenseCodes { data: x_img, k, n: spatial, offset }, spatial, bias_grp, y_grp);
             } else {
-                igemm::igemm(a, &Im2colCodes { x: x_img, g, offset }, spatial, &bias_grp, y_grp);
+                igemm::igemm(a, &Im2colCodes { x: x_img, g, offset }, spatial, bias_grp, y_grp);
             }
         }
     }
@@ -98,10 +100,11 @@ struct Im2colCodes<'a> {
 }
 
 impl CodeRows for Im2colCodes<'_> {
-    fn rows(&self, k0: usize, count: usize, n0: usize, nc: usize, out: &mut [u8], stride: usize) {
+    fn rows(&self, n0: usize, nc: usize, out: &mut [u8], stride: usize) {
         let zero = self.offset as u8;
-        im2col_pieces(self.x, self.g, k0..k0 + count, n0, nc, |row, j, piece| {
-            let dst = &mut out[(row - k0) * stride + j..][..piece.len()];
+        let [_, cg, kh, kw] = self.g.weight;
+        im2col_pieces(self.x, self.g, 0..cg * kh * kw, n0, nc, |row, j, piece| {
+            let dst = &mut out[row * stride + j..][..piece.len()];
             match piece {
                 Piece::Padding(_) => dst.fill(zero),
                 Piece::Input { src, step, .. } => to_bytes(src, step, self.offset, dst),

@@ -67,6 +67,20 @@ pub fn same_buffer(a: &Tensor, b: &Tensor) -> bool {
     }
 }
 
+/// The output pointer the matrix products' tasks share, each writing a disjoint block of it.
+pub(crate) struct SharedOut(pub(crate) *mut f32);
+// SAFETY: tasks write disjoint parts of the buffer (see `sgemm::gemm`, `igemm::igemm`).
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// # Safety
+    /// `offset` must lie inside the buffer.
+    pub(crate) unsafe fn at(&self, offset: usize) -> *mut f32 {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.add(offset) }
+    }
+}
+
 /// The register-tile kernel to use, of `all` (fastest first): the one `env_var` names when this
 /// CPU runs it (for benchmarks), else the fastest this CPU runs, else `fallback`.
 pub(crate) fn choose_kernel<K: Copy>(

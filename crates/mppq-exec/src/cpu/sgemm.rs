@@ -9,6 +9,7 @@
 //! elsewhere. Work is split into one task per thread, by columns (by rows only when there is a
 //! single column tile), each task packing its own B.
 
+use super::SharedOut;
 use rayon::prelude::*;
 
 /// Rows of the register tile (A panel height).
@@ -154,11 +155,6 @@ fn k_block(k: usize) -> usize {
     k.div_ceil(k.div_ceil(KC).max(1)).max(1)
 }
 
-/// The output pointer shared by tasks that write disjoint blocks.
-struct SharedOut(*mut f32);
-// SAFETY: tasks write disjoint parts of the buffer (see `gemm`).
-unsafe impl Sync for SharedOut {}
-
 /// One task: rows `rows` (starting on a panel boundary) × columns `cols` of C.
 ///
 /// # Safety
@@ -207,7 +203,7 @@ unsafe fn block(
                         let b_panel = |i: usize| &bpack[(p + i) * kc * NR..][..kc * NR];
                         let bp = [b_panel(0), if width > NR { b_panel(1) } else { &[] }];
                         // SAFETY: the tile (r..r+height, col..col+width) lies inside this block.
-                        unsafe { kernel.run(kc, ap, bp, out.0.add(r * n + col), n, height, width, k0 == 0, bias_rows) };
+                        unsafe { kernel.run(kc, ap, bp, out.at(r * n + col), n, height, width, k0 == 0, bias_rows) };
                     }
                 }
             }

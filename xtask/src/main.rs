@@ -175,8 +175,8 @@ enum Command {
         /// The mppq binary (default target/release/mppq).
         #[arg(long)]
         mppq: Option<PathBuf>,
-        /// Comma-separated peers: ort-minmax, ort-entropy, ort-percentile, nncf (or ort = the three
-        /// ORT ones); default all.
+        /// Comma-separated peers: ort-minmax, ort-entropy, ort-percentile, nncf, nncf-transformer
+        /// (NNCF's transformer preset), or ort = the three ORT ones; default all.
         #[arg(long, value_delimiter = ',')]
         peers: Vec<String>,
         /// Only mppq.

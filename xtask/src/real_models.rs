@@ -41,8 +41,9 @@ pub struct Options {
     pub cpu: crate::cpu_lane::CpuLane,
 }
 
-/// Every peer: ONNX Runtime's static quantizer with three calibration methods, and NNCF.
-pub const PEERS: &[&str] = &["ort-minmax", "ort-entropy", "ort-percentile", "nncf"];
+/// Every peer: ONNX Runtime's static quantizer with three calibration methods, and NNCF with its
+/// default and its transformer preset.
+pub const PEERS: &[&str] = &["ort-minmax", "ort-entropy", "ort-percentile", "nncf", "nncf-transformer"];
 
 /// Two small models that run in a few minutes in CI (a CNN classifier at opset 11, an audio CNN).
 pub const CI_MODELS: &[&str] = &["M03", "M40"];

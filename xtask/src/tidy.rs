@@ -185,6 +185,11 @@ const OP_TYPES_NAMED_IN_PASSES: &[(&str, &[&str], &str)] = &[
     ),
     ("optimisation/isotone_calibration.rs", &["Softmax"], "the pass calibrates Softmax outputs"),
     (
+        "configuration/transformer_blocks.rs",
+        &["Softmax", "Add"],
+        "attention is found from its Softmax; the report tells bias and residual additions apart",
+    ),
+    (
         "optimisation/smooth_quant.rs",
         &["LayerNormalization", "Mul"],
         "it folds the smoothing scale into a LayerNormalization's or a Mul's constant, or inserts a Mul",

@@ -37,6 +37,10 @@ pub struct PipelineSetting {
     /// Weight bits of the first and last weighted operations (`edge_layers`), when the
     /// platform gives the others fewer; absent: the platform's bits everywhere.
     pub edge_weight_bits: Option<u32>,
+    /// The transformer placement (`transformer_blocks`): in graphs with attention, linear layers
+    /// quantize their inputs only and the element-wise operations they feed stay float; with it,
+    /// SmoothQuant joins at level 1 for those graphs.
+    pub transformer_blocks: bool,
     pub guard: GuardSetting,
     pub isotone_calibration: IsotoneSetting,
     pub equalization: EqualizationSetting,
@@ -103,6 +107,7 @@ impl Default for PipelineSetting {
             baking: false,
             optimize: 1,
             edge_weight_bits: None,
+            transformer_blocks: true,
             guard: GuardSetting::default(),
             isotone_calibration: IsotoneSetting::default(),
             equalization: EqualizationSetting::default(),
@@ -250,6 +255,12 @@ impl PipelineSetting {
         let sq = &self.smooth_quant;
         if !(0.0..=1.0).contains(&sq.alpha) {
             return Err(PassError::Setting(format!("smooth_quant.alpha = {}: use a value in [0, 1]", sq.alpha)));
+        }
+        if !(0.0..=1.0).contains(&sq.transformer_alpha) {
+            return Err(PassError::Setting(format!(
+                "smooth_quant.transformer_alpha = {}: use a value in [0, 1]",
+                sq.transformer_alpha
+            )));
         }
         let split = self.channel_split.ratio;
         if !(split > 0.0 && split <= 1.0) {

@@ -2,13 +2,14 @@
 //! ([`quantizer`]), calibration observers that turn observed values into scales and offsets
 //! ([`observer`]: minmax, percentile, kl, mse, isotone, constant, floating, hist), the calibration
 //! run over batches ([`calibrate`]) read from a stream of calibration data ([`data`]), and error
-//! metrics ([`metrics`]).
+//! metrics ([`metrics`]) and the padding tokens they leave out ([`padding`]).
 
 pub mod calibrate;
 pub mod data;
 pub mod error;
 pub mod metrics;
 pub mod observer;
+pub mod padding;
 pub mod quantizer;
 
 pub use data::{CalibrationData, Feeds};

@@ -11,7 +11,9 @@ use crate::report::{layers_to_analyse, layerwise_error};
 use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::Graph;
 use mppq_ir::quant::QuantizationState;
+use mppq_passes::float_outputs;
 use mppq_quant::metrics::OutputNoise;
+use mppq_quant::padding::TokenPadding;
 use serde::{Deserialize, Serialize};
 
 /// The `[budget]` section of the setting.
@@ -78,11 +80,6 @@ impl std::fmt::Display for BudgetReport {
     }
 }
 
-/// The float outputs of one run, in graph-output order (non-float outputs left out).
-fn float_outputs(outputs: Vec<(String, Value)>) -> Vec<Vec<f32>> {
-    mppq_passes::float_outputs(outputs).into_iter().map(|(_, v)| v).collect()
-}
-
 /// The least signal energy an output counts with in [`output_snr`]: 1e-30 only keeps the
 /// division finite, so a near-silent output still counts its relative error in full. The
 /// pipeline's guard floors at 1e-12 instead; each keeps the floor it was written with, as
@@ -96,15 +93,22 @@ fn output_snr(
     graph: &Graph,
     exec: &Executor,
     batches: &[Vec<(String, Value)>],
-    reference: &[Vec<Vec<f32>>],
+    reference: &[mppq_passes::NamedOutputs],
 ) -> Result<f64> {
     let mut sums = OutputNoise::default();
     let memo = SimulationMemo::new();
+    // Padding tokens are not compared (see `mppq_quant::padding`).
+    let padding = TokenPadding::find(graph);
     for (batch, expected) in batches.iter().zip(reference) {
         let mut sim = QuantSimulation::new(graph, BurnFakeQuant).with_memo(&memo);
-        let got = float_outputs(exec.run(batch.clone(), &mut [&mut sim])?);
+        let mut got = float_outputs(exec.run(batch.clone(), &mut [&mut sim])?);
+        let mut expected = expected.clone();
+        if let Some((padding, mask)) = padding.as_ref().and_then(|p| Some((p, p.batch_mask(batch)?))) {
+            padding.blank(&mask, &mut got);
+            padding.blank(&mask, &mut expected);
+        }
         sums.resize(expected.len());
-        for (k, (e, g)) in expected.iter().zip(&got).enumerate() {
+        for (k, ((_, e), (_, g))) in expected.iter().zip(&got).enumerate() {
             sums.add(k, e, g);
         }
     }
@@ -133,7 +137,7 @@ pub fn apply_budget(
     setting: &BudgetSetting,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<BudgetReport> {
-    let expected: Vec<Vec<Vec<f32>>> = batches
+    let expected: Vec<mppq_passes::NamedOutputs> = batches
         .iter()
         .map(|b| reference.run(b.clone(), &mut []).map(float_outputs))
         .collect::<std::result::Result<_, _>>()?;

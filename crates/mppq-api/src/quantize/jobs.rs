@@ -43,6 +43,11 @@ impl JobSummary {
             .filter(|s| !s.is_empty())
             .map(|s| format!("; output SNR vs float: {s}"))
             .unwrap_or_default();
+        let padding = self.analysis.as_ref().and_then(|a| a.padding_mask.as_ref());
+        let snr = match padding {
+            Some(mask) if !snr.is_empty() => format!("{snr} (real tokens: the padding `{mask}` marks left out)"),
+            _ => snr,
+        };
         format!(
             "{}: {} of {} operations quantized for platform `{}`{snr}; {:.3} s",
             self.model, self.quantized_ops.0, self.quantized_ops.1, self.platform, self.seconds
@@ -94,7 +99,12 @@ pub fn run_analysis(
     report.passes = q
         .reports
         .iter()
-        .map(|r| crate::report::PassTime { pass: r.pass.to_string(), summary: r.summary.clone(), seconds: r.seconds })
+        .map(|r| crate::report::PassTime {
+            pass: r.pass.to_string(),
+            summary: r.summary.clone(),
+            seconds: r.seconds,
+            guard: r.guard.map(|g| g.to_string()),
+        })
         .collect();
     report.integer_arithmetic = q
         .platform

@@ -17,6 +17,7 @@ use mppq_ir::quant::ConfigSide;
 use mppq_ir::{DataType, Graph, OpId};
 use mppq_passes::runtime::compare::{Comparison, PairSink, TapPoints};
 use mppq_passes::structural::quant_fusion::fused_activation;
+use mppq_quant::padding::{BatchMask, TokenPadding};
 
 /// A tensor under watch: the op producing it and the output slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +75,8 @@ struct Compare<'a> {
     sums: &'a mut [Moments],
     samples: &'a mut [PairSample],
     batch: usize,
+    /// This batch's padding tokens, left out of the graph outputs' figures.
+    padding: Option<(&'a TokenPadding, BatchMask)>,
 }
 
 impl PairSink for Compare<'_> {
@@ -83,7 +86,11 @@ impl PairSink for Compare<'_> {
         let Some(fp) = fp else { return Ok(()) };
         let name = &self.watches[entry].tensor;
         let aligned = fp.shape() == q.shape();
-        let (fp, q) = (fp.to_f32_vec(), q.to_f32_vec());
+        let (mut fp, mut q) = (fp.to_f32_vec(), q.to_f32_vec());
+        if let Some((padding, mask)) = self.padding.as_ref().filter(|_| aligned && self.watches[entry].graph_output) {
+            padding.blank_output(mask, name, &mut fp);
+            padding.blank_output(mask, name, &mut q);
+        }
         let m = if aligned { Moments::of(&fp, &q) } else { Moments::unaligned(&fp, &q) };
         if !m.is_finite() {
             let run = if fp.iter().any(|v| !v.is_finite()) { "float" } else { "quantized" };
@@ -125,6 +132,8 @@ pub fn graphwise_error(
         points.add((w.op, ConfigSide::Output, w.slot), entry);
     }
     let comparison = Comparison::new(graph, exec, points);
+    // Padding tokens are not compared (see `mppq_quant::padding`).
+    let padding = TokenPadding::find(graph);
     let mut sums = vec![Moments::default(); watches.len()];
     let mut samples: Vec<PairSample> =
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
@@ -139,7 +148,9 @@ pub fn graphwise_error(
                 kept[entry] = value.filter(|t| is_float(t)).cloned();
             }
         }
-        let mut compare = Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b };
+        let mask = padding.as_ref().and_then(|p| Some((p, p.batch_mask(batch)?)));
+        let mut compare =
+            Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b, padding: mask };
         comparison.simulate(batch.clone(), kept, &mut compare)??;
         progress(b + 1, batches.len());
     }

@@ -281,9 +281,10 @@ pub fn render_html(report: &AnalysisReport, histogram_tensor: Option<&str>) -> R
         for p in &report.passes {
             let _ = write!(
                 out,
-                r#"<tr><td class="l">{}</td><td class="l">{}</td><td>{:.3}</td></tr>"#,
+                r#"<tr><td class="l">{}</td><td class="l">{}{}</td><td>{:.3}</td></tr>"#,
                 esc(&p.pass),
                 esc(&p.summary),
+                p.guard.as_ref().map(|g| format!("; {}", esc(g))).unwrap_or_default(),
                 p.seconds
             );
         }

@@ -12,6 +12,7 @@ use mppq_exec::hooks::OpInfo;
 use mppq_exec::{BurnFakeQuant, ExecHook, Executor, QuantSimulation, Value};
 use mppq_ir::{Graph, OpId};
 use mppq_passes::float_outputs;
+use mppq_quant::padding::TokenPadding;
 
 /// The operations layer-wise analysis quantizes one by one, in execution order: every op with a
 /// config the simulation applies.
@@ -58,8 +59,14 @@ pub fn layerwise_error(
     let mut sums = vec![Moments::default(); layers.len()];
     let total = layers.len() * batches.len();
     let mut done = 0;
+    // Padding tokens are not compared (see `mppq_quant::padding`).
+    let padding = TokenPadding::find(graph);
     for (b, batch) in batches.iter().enumerate() {
-        let reference = float_outputs(reference.unwrap_or(exec).run(batch.clone(), &mut [])?);
+        let mask = padding.as_ref().and_then(|p| Some((p, p.batch_mask(batch)?)));
+        let mut reference = float_outputs(reference.unwrap_or(exec).run(batch.clone(), &mut [])?);
+        if let Some((padding, mask)) = &mask {
+            padding.blank(mask, &mut reference);
+        }
         for (name, fp) in &reference {
             if !Moments::of(fp, fp).is_finite() {
                 return Err(ApiError::Analysis {
@@ -70,7 +77,10 @@ pub fn layerwise_error(
         }
         for (layer, sum) in layers.iter().zip(sums.iter_mut()) {
             let mut only = OnlyOp { target: *layer, sim: QuantSimulation::new(graph, BurnFakeQuant) };
-            let quantized = float_outputs(exec.run(batch.clone(), &mut [&mut only])?);
+            let mut quantized = float_outputs(exec.run(batch.clone(), &mut [&mut only])?);
+            if let Some((padding, mask)) = &mask {
+                padding.blank(mask, &mut quantized);
+            }
             for ((name, fp), (_, q)) in reference.iter().zip(&quantized) {
                 let m = Moments::of(fp, q);
                 if !m.is_finite() || fp.len() != q.len() {

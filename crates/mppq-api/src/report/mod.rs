@@ -111,6 +111,10 @@ pub struct AnalysisReport {
     /// Runtime platforms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integer_arithmetic: Option<mppq_quant::quantizer::IntegerArithmetic>,
+    /// The padding-mask input whose padded tokens the graph outputs' figures leave out
+    /// (`mppq_quant::padding`), if the graph has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding_mask: Option<String>,
 }
 
 /// One pass of the quantization run: its name, what it did, and its wall time.
@@ -119,6 +123,10 @@ pub struct PassTime {
     pub pass: String,
     pub summary: String,
     pub seconds: f64,
+    /// What the guard measured for a guarded pass that changed something: the calibration
+    /// outputs' SNR before and after, and whether the change was kept (what it cost or bought).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
 }
 
 impl AnalysisReport {
@@ -183,6 +191,7 @@ pub fn analyse(
         seconds: started.elapsed().as_secs_f64(),
         passes: Vec::new(),
         integer_arithmetic: None,
+        padding_mask: mppq_quant::padding::TokenPadding::find(graph).map(|p| p.input),
     })
 }
 

@@ -16,6 +16,7 @@ use crate::runtime::compare::{NamedOutputs, float_outputs};
 use crate::runtime::pass::PassContext;
 use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo};
 use mppq_quant::metrics::OutputNoise;
+use mppq_quant::padding::TokenPadding;
 
 /// How the pipeline checks a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +93,7 @@ pub(crate) struct GuardState {
 impl GuardState {
     /// The output SNR of `ctx.graph` (simulated) against `ctx.float_reference` (float; the graph
     /// itself when none was taken), over the graph's float outputs: −10·log10 of the mean
-    /// noise-to-signal ratio of the outputs.
+    /// noise-to-signal ratio of the outputs, padding tokens left out.
     pub(crate) fn measure(&mut self, ctx: &mut PassContext<'_>, pass: &'static str) -> Result<f64> {
         let batches = ctx.guard.batches.min(ctx.data.batch_count());
         if self.expected.is_none() {
@@ -125,13 +126,28 @@ impl GuardState {
             self.expected = Some(expected);
         }
         let Some(expected) = self.expected.as_ref() else { return Ok(f64::INFINITY) };
+        // Padding tokens are not compared (see `mppq_quant::padding`).
+        let padding = TokenPadding::find(ctx.graph);
         let exec = ctx.executor(pass)?;
         let mut sums = OutputNoise::new(expected.first().map_or(0, Vec::len));
         ctx.progress.begin(&format!("{pass}: measuring the output SNR"), expected.len() as u64);
         let memo = SimulationMemo::new();
         for (b, reference) in expected.iter().enumerate() {
             let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant).with_memo(&memo);
-            let got = float_outputs(exec.run(ctx.batch(b, pass)?, &mut [&mut sim]).in_pass(pass)?);
+            let feeds = ctx.batch(b, pass)?;
+            let mask = padding.as_ref().and_then(|p| Some((p, p.batch_mask(&feeds)?)));
+            let mut got = float_outputs(exec.run(feeds, &mut [&mut sim]).in_pass(pass)?);
+            let blanked;
+            let reference = match &mask {
+                Some((padding, mask)) => {
+                    padding.blank(mask, &mut got);
+                    let mut want = reference.clone();
+                    padding.blank(mask, &mut want);
+                    blanked = want;
+                    &blanked
+                }
+                None => reference,
+            };
             for (k, (name, want)) in reference.iter().enumerate() {
                 let have = got.iter().find(|(n, _)| n == name).map(|(_, v)| v);
                 let have = have.ok_or_else(|| PassError::Invalid {

@@ -10,6 +10,7 @@ use crate::calibration::runtime_calibration::RuntimeCalibration;
 use crate::configuration::dispatch::Dispatch;
 use crate::configuration::edge_layers::EdgeLayers;
 use crate::configuration::init_quantization::InitQuantization;
+use crate::configuration::transformer_blocks::TransformerBlocks;
 use crate::error::Result;
 use crate::optimisation::bias_correction::BiasCorrection;
 use crate::optimisation::channel_split::ChannelSplit;
@@ -118,6 +119,9 @@ impl Pipeline {
             passes.push(Box::new(RedundantQuantSimplify));
         }
         // Optimisations of the float graph and of the observers, each checked by recalibrating.
+        if setting.transformer_blocks {
+            passes.push(Box::new(TransformerBlocks));
+        }
         if setting.runs("isotone_calibration", setting.isotone_calibration.enabled) {
             passes.push(Box::new(IsotoneCalibration));
         }
@@ -130,8 +134,13 @@ impl Pipeline {
         if setting.runs("channel_split", setting.channel_split.enabled) {
             passes.push(Box::new(ChannelSplit { setting: setting.channel_split.clone() }));
         }
-        if setting.runs("smooth_quant", setting.smooth_quant.enabled) {
-            passes.push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone() }));
+        // At level 1 (unless told otherwise) for transformer graphs only.
+        let smooth_all = setting.runs("smooth_quant", setting.smooth_quant.enabled);
+        let smooth_transformers =
+            setting.smooth_quant.enabled.is_none() && setting.transformer_blocks && setting.optimize >= 1;
+        if smooth_all || smooth_transformers {
+            passes
+                .push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone(), only_transformers: !smooth_all }));
         }
         let mut prefetch_histograms = false;
         if setting.runs("range_search", setting.range_search.enabled) {
@@ -396,7 +405,9 @@ mod tests {
                 "fold_batchnorm",
                 "quant_fusion",
                 "redundant_quant_simplify",
+                "transformer_blocks",
                 "isotone_calibration",
+                "smooth_quant",
                 "range_search",
                 "range_search",
                 "parameter_quantize",
@@ -409,7 +420,7 @@ mod tests {
         let level = |optimize: u8| PipelineSetting { optimize, ..PipelineSetting::default() };
         assert!(!names(&level(0)).contains(&"isotone_calibration"));
         assert_eq!(
-            names(&level(2))[4..10],
+            names(&level(2))[5..11],
             ["isotone_calibration", "equalization", "smooth_quant", "range_search", "range_search", "range_search"]
         );
         assert_eq!(names(&level(2)).last(), Some(&"bias_correction"));
@@ -425,7 +436,9 @@ mod tests {
         assert_eq!(
             names(&s),
             [
+                "transformer_blocks",
                 "isotone_calibration",
+                "smooth_quant",
                 "range_search",
                 "range_search",
                 "parameter_quantize",

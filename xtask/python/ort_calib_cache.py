@@ -8,7 +8,8 @@ Usage:
 ORT loads the cache instead of calibrating (calibration_cache_path, ORT >= 1.31), with the
 operator scope mppq quantized (op types and excluded nodes from quant.json; a node mppq quantizes
 with an input kept float, such as a MatMul reading a Softmax, is excluded too: ORT's static
-mode needs a range for every input of a quantized node). Prints one JSON
+mode needs a range for every input of a quantized node; operation types whose outputs mppq keeps
+float everywhere, a transformer's MatMuls, have their output quantization excluded). Prints one JSON
 object: {"ort": version, "tensors": {name: [scale, zero_point]}} for every per-tensor
 QuantizeLinear of an activation in ORT's QDQ model.
 """
@@ -28,7 +29,12 @@ def main(argv) -> int:
     model = onnx.load(float_model)
     weights = {t.name for t in model.graph.initializer}
     covered = lambda n: all(i in ranges or i in weights or i == "" for i in n.input)
-    quantized = {n.name for n in model.graph.node if ops.get(n.name, {}).get("precision", "fp32") != "fp32" and covered(n)}
+    mine = [n for n in model.graph.node if ops.get(n.name, {}).get("precision", "fp32") != "fp32" and covered(n)]
+    # Operation types whose outputs mppq keeps float everywhere (the linear layers of a
+    # transformer): ORT quantizes their inputs only (its OpTypesToExcludeOutputQuantization).
+    # Nodes of other types need ranges for their outputs too (ORT's static mode).
+    no_output = sorted({n.op_type for n in mine} - {n.op_type for n in mine if all(o in ranges for o in n.output)})
+    quantized = {n.name for n in mine if n.op_type in no_output or all(o in ranges for o in n.output)}
     op_types = sorted({n.op_type for n in model.graph.node if n.name in quantized})
     excluded = [n.name for n in model.graph.node if n.name not in quantized]
     quantize_static(
@@ -43,6 +49,7 @@ def main(argv) -> int:
         per_channel=True,
         op_types_to_quantize=op_types,
         nodes_to_exclude=excluded,
+        extra_options={"OpTypesToExcludeOutputQuantization": no_output},
     )
     q = onnx.load(out)
     init = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}

@@ -3,7 +3,7 @@
 //! block from cached inputs (block reconstruction, per-layer error, bias correction).
 
 use crate::error::{IrError, Result};
-use crate::quant::{ConfigLocation, QuantizationState};
+use crate::quant::ConfigLocation;
 use crate::{Graph, OpId, VarId, Variable};
 use std::collections::{HashMap, HashSet};
 
@@ -94,12 +94,7 @@ fn relink_dominance(block: &mut Graph, ids: &HashMap<OpId, OpId>) {
             let Some(loc) = c.dominated_by else { continue };
             match ids.get(&loc.op) {
                 Some(new) => c.dominated_by = Some(ConfigLocation { op: *new, ..loc }),
-                None => {
-                    c.dominated_by = None;
-                    if c.state == QuantizationState::Overlapped {
-                        c.state = QuantizationState::Initial;
-                    }
-                }
+                None => c.detach(),
             }
         }
     }

@@ -111,6 +111,15 @@ impl Operation {
         self
     }
 
+    /// Runs in float from now on: precision `Fp32` and every config `Fp32` (its tensors, weights
+    /// and biases stay float; the configs are kept, so a report still sees what was decided).
+    pub fn keep_in_float(&mut self) {
+        self.precision = TargetPrecision::Fp32;
+        if let Some(c) = self.quant_config.as_mut() {
+            c.configs_mut().for_each(|t| t.state = crate::quant::QuantizationState::Fp32);
+        }
+    }
+
     pub fn inputs(&self) -> &[Option<VarId>] {
         &self.inputs
     }

@@ -48,9 +48,6 @@ const MASK_PATH: &[&str] = &[
 /// BERT export at opset 14).
 const MAX_DEPTH: usize = 16;
 
-/// One batch's mask: batch size, sequence length, and per token whether it is real.
-pub type BatchMask = (usize, usize, Vec<bool>);
-
 /// A graph's padding mask and the outputs laid out `[batch, sequence, …]` by it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenPadding {
@@ -119,9 +116,8 @@ impl TokenPadding {
         None
     }
 
-    /// This batch's mask as `[batch, sequence]` flags, when it is a padding mask (only 0 and 1,
-    /// some 0).
-    pub fn batch_mask(&self, feeds: &[(String, Value)]) -> Option<BatchMask> {
+    /// This batch's padding, when the batch's mask is a padding mask (only 0 and 1, some 0).
+    pub fn batch(&self, feeds: &[(String, Value)]) -> Option<BatchPadding<'_>> {
         let (_, value) = feeds.iter().find(|(n, _)| *n == self.input)?;
         let t = value.as_tensor()?;
         let shape = t.shape();
@@ -132,27 +128,39 @@ impl TokenPadding {
         if values.iter().any(|v| *v != 0.0 && *v != 1.0) || values.iter().all(|v| *v == 1.0) {
             return None;
         }
-        Some((shape[0], shape[1], values.iter().map(|v| *v == 1.0).collect()))
+        Some(BatchPadding {
+            padding: self,
+            tokens: shape[0] * shape[1],
+            valid: values.iter().map(|v| *v == 1.0).collect(),
+        })
     }
+}
 
+/// One batch's padding: per token (`batch × sequence`, row-major) whether it is real.
+pub struct BatchPadding<'a> {
+    padding: &'a TokenPadding,
+    tokens: usize,
+    valid: Vec<bool>,
+}
+
+impl BatchPadding<'_> {
     /// Zeroes the padded positions of the laid-out outputs among `outputs` (flat values by name),
     /// so that a comparison of two such runs counts real tokens only. An output whose length is
     /// not a multiple of `batch × sequence` is left whole.
-    pub fn blank(&self, mask: &BatchMask, outputs: &mut [(String, Vec<f32>)]) {
+    pub fn blank(&self, outputs: &mut [(String, Vec<f32>)]) {
         for (name, values) in outputs.iter_mut() {
-            self.blank_output(mask, name, values);
+            self.blank_output(name, values);
         }
     }
 
     /// [`Self::blank`] for one output's values.
-    pub fn blank_output(&self, mask: &BatchMask, name: &str, values: &mut [f32]) {
-        let (batch, sequence, valid) = mask;
-        let tokens = batch * sequence;
-        if !self.outputs.iter().any(|o| o == name) || tokens == 0 || !values.len().is_multiple_of(tokens) {
+    pub fn blank_output(&self, name: &str, values: &mut [f32]) {
+        let tokens = self.tokens;
+        if !self.padding.outputs.iter().any(|o| o == name) || tokens == 0 || !values.len().is_multiple_of(tokens) {
             return;
         }
         let inner = values.len() / tokens;
-        for (chunk, keep) in values.chunks_mut(inner).zip(valid) {
+        for (chunk, keep) in values.chunks_mut(inner).zip(&self.valid) {
             if !keep {
                 chunk.fill(0.0);
             }
@@ -211,14 +219,14 @@ mod tests {
         let device = Device::cpu();
         let feeds =
             |m: Vec<i64>| vec![("attention_mask".to_string(), Value::Tensor(Tensor::from_i64(&[2, 2], m, &device)))];
-        let mask = padding.batch_mask(&feeds(vec![1, 1, 1, 0])).expect("a padding batch");
+        let mask = padding.batch(&feeds(vec![1, 1, 1, 0])).expect("a padding batch");
         let mut outputs = vec![("y".to_string(), vec![1.0; 16]), ("pooled".to_string(), vec![1.0; 8])];
-        padding.blank(&mask, &mut outputs);
+        mask.blank(&mut outputs);
         assert_eq!(outputs[0].1, [[1.0; 12].as_slice(), &[0.0; 4]].concat());
         assert_eq!(outputs[1].1, vec![1.0; 8]);
         // All real tokens, or values that are not a 0/1 mask: nothing is left out.
-        assert!(padding.batch_mask(&feeds(vec![1, 1, 1, 1])).is_none());
-        assert!(padding.batch_mask(&feeds(vec![1, 2, 1, 0])).is_none());
+        assert!(padding.batch(&feeds(vec![1, 1, 1, 1])).is_none());
+        assert!(padding.batch(&feeds(vec![1, 2, 1, 0])).is_none());
     }
 
     #[test]

@@ -10,7 +10,6 @@ use crate::error::{ApiError, Result};
 use crate::report::{layers_to_analyse, layerwise_error};
 use mppq_exec::{BurnFakeQuant, Executor, QuantSimulation, SimulationMemo, Value};
 use mppq_ir::Graph;
-use mppq_ir::quant::QuantizationState;
 use mppq_passes::float_outputs;
 use mppq_quant::metrics::OutputNoise;
 use mppq_quant::padding::TokenPadding;
@@ -87,25 +86,23 @@ impl std::fmt::Display for BudgetReport {
 /// (near-)silent output.
 const BUDGET_SIGNAL_FLOOR: f64 = 1e-30;
 
-/// Graph-output SNR of the simulated `graph` against `reference` outputs: −10·log10 of the mean
-/// noise-to-signal ratio of the outputs (as the pipeline's guard measures it).
+/// Graph-output SNR of the simulated `graph` against `reference` outputs (their padding tokens
+/// already blanked): −10·log10 of the mean noise-to-signal ratio of the outputs (as the
+/// pipeline's guard measures it), padding tokens left out (`mppq_quant::padding`).
 fn output_snr(
     graph: &Graph,
     exec: &Executor,
     batches: &[Vec<(String, Value)>],
     reference: &[mppq_passes::NamedOutputs],
+    padding: Option<&TokenPadding>,
 ) -> Result<f64> {
     let mut sums = OutputNoise::default();
     let memo = SimulationMemo::new();
-    // Padding tokens are not compared (see `mppq_quant::padding`).
-    let padding = TokenPadding::find(graph);
     for (batch, expected) in batches.iter().zip(reference) {
         let mut sim = QuantSimulation::new(graph, BurnFakeQuant).with_memo(&memo);
         let mut got = float_outputs(exec.run(batch.clone(), &mut [&mut sim])?);
-        let mut expected = expected.clone();
-        if let Some((padding, mask)) = padding.as_ref().and_then(|p| Some((p, p.batch_mask(batch)?))) {
-            padding.blank(&mask, &mut got);
-            padding.blank(&mask, &mut expected);
+        if let Some(padding) = padding.and_then(|p| p.batch(batch)) {
+            padding.blank(&mut got);
         }
         sums.resize(expected.len());
         for (k, ((_, e), (_, g))) in expected.iter().zip(&got).enumerate() {
@@ -117,13 +114,7 @@ fn output_snr(
 
 /// Every config of `op` set to `Fp32` (its tensors, weights and biases stay float).
 fn give_back(graph: &mut Graph, op: mppq_ir::OpId) -> Result<()> {
-    let o = graph.operation_mut(op)?;
-    o.precision = mppq_ir::quant::TargetPrecision::Fp32;
-    if let Some(c) = o.quant_config.as_mut() {
-        for t in c.configs_mut() {
-            t.state = QuantizationState::Fp32;
-        }
-    }
+    graph.operation_mut(op)?.keep_in_float();
     Ok(())
 }
 
@@ -137,12 +128,18 @@ pub fn apply_budget(
     setting: &BudgetSetting,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<BudgetReport> {
-    let expected: Vec<mppq_passes::NamedOutputs> = batches
+    let padding = TokenPadding::find(graph);
+    let mut expected: Vec<mppq_passes::NamedOutputs> = batches
         .iter()
         .map(|b| reference.run(b.clone(), &mut []).map(float_outputs))
         .collect::<std::result::Result<_, _>>()?;
+    for (outputs, batch) in expected.iter_mut().zip(batches) {
+        if let Some(padding) = padding.as_ref().and_then(|p| p.batch(batch)) {
+            padding.blank(outputs);
+        }
+    }
     let exec = build(graph)?;
-    let start = output_snr(graph, &exec, batches, &expected)?;
+    let start = output_snr(graph, &exec, batches, &expected, padding.as_ref())?;
     let mut report = BudgetReport {
         target_snr_db: setting.target_snr,
         max_float_ops: setting.max_float_ops,
@@ -168,7 +165,7 @@ pub fn apply_budget(
         let Some(id) = by_label.get(&row.op).copied() else { continue };
         let saved = graph.operation(id)?.clone();
         give_back(graph, id)?;
-        let after = output_snr(graph, &build(graph)?, batches, &expected)?;
+        let after = output_snr(graph, &build(graph)?, batches, &expected, padding.as_ref())?;
         if after > current {
             report.given_back.push(GivenBack {
                 op: row.op.clone(),

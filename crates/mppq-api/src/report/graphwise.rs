@@ -17,7 +17,7 @@ use mppq_ir::quant::ConfigSide;
 use mppq_ir::{DataType, Graph, OpId};
 use mppq_passes::runtime::compare::{Comparison, PairSink, TapPoints};
 use mppq_passes::structural::quant_fusion::fused_activation;
-use mppq_quant::padding::{BatchMask, TokenPadding};
+use mppq_quant::padding::{BatchPadding, TokenPadding};
 
 /// A tensor under watch: the op producing it and the output slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ struct Compare<'a> {
     samples: &'a mut [PairSample],
     batch: usize,
     /// This batch's padding tokens, left out of the graph outputs' figures.
-    padding: Option<(&'a TokenPadding, BatchMask)>,
+    padding: Option<BatchPadding<'a>>,
 }
 
 impl PairSink for Compare<'_> {
@@ -87,9 +87,9 @@ impl PairSink for Compare<'_> {
         let name = &self.watches[entry].tensor;
         let aligned = fp.shape() == q.shape();
         let (mut fp, mut q) = (fp.to_f32_vec(), q.to_f32_vec());
-        if let Some((padding, mask)) = self.padding.as_ref().filter(|_| aligned && self.watches[entry].graph_output) {
-            padding.blank_output(mask, name, &mut fp);
-            padding.blank_output(mask, name, &mut q);
+        if let Some(padding) = self.padding.as_ref().filter(|_| aligned && self.watches[entry].graph_output) {
+            padding.blank_output(name, &mut fp);
+            padding.blank_output(name, &mut q);
         }
         let m = if aligned { Moments::of(&fp, &q) } else { Moments::unaligned(&fp, &q) };
         if !m.is_finite() {
@@ -148,9 +148,8 @@ pub fn graphwise_error(
                 kept[entry] = value.filter(|t| is_float(t)).cloned();
             }
         }
-        let mask = padding.as_ref().and_then(|p| Some((p, p.batch_mask(batch)?)));
-        let mut compare =
-            Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b, padding: mask };
+        let padding = padding.as_ref().and_then(|p| p.batch(batch));
+        let mut compare = Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b, padding };
         comparison.simulate(batch.clone(), kept, &mut compare)??;
         progress(b + 1, batches.len());
     }

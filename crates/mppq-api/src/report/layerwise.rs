@@ -62,10 +62,10 @@ pub fn layerwise_error(
     // Padding tokens are not compared (see `mppq_quant::padding`).
     let padding = TokenPadding::find(graph);
     for (b, batch) in batches.iter().enumerate() {
-        let mask = padding.as_ref().and_then(|p| Some((p, p.batch_mask(batch)?)));
+        let padding = padding.as_ref().and_then(|p| p.batch(batch));
         let mut reference = float_outputs(reference.unwrap_or(exec).run(batch.clone(), &mut [])?);
-        if let Some((padding, mask)) = &mask {
-            padding.blank(mask, &mut reference);
+        if let Some(padding) = &padding {
+            padding.blank(&mut reference);
         }
         for (name, fp) in &reference {
             if !Moments::of(fp, fp).is_finite() {
@@ -78,8 +78,8 @@ pub fn layerwise_error(
         for (layer, sum) in layers.iter().zip(sums.iter_mut()) {
             let mut only = OnlyOp { target: *layer, sim: QuantSimulation::new(graph, BurnFakeQuant) };
             let mut quantized = float_outputs(exec.run(batch.clone(), &mut [&mut only])?);
-            if let Some((padding, mask)) = &mask {
-                padding.blank(mask, &mut quantized);
+            if let Some(padding) = &padding {
+                padding.blank(&mut quantized);
             }
             for ((name, fp), (_, q)) in reference.iter().zip(&quantized) {
                 let m = Moments::of(fp, q);

@@ -182,6 +182,15 @@ impl TensorQuantConfig {
             && self.channel_axis == other.channel_axis
     }
 
+    /// Shares no other config's parameters any more and quantizes its tensor itself: the
+    /// dominance link is dropped and an `Overlapped` config becomes `Initial` (to be calibrated).
+    pub fn detach(&mut self) {
+        self.dominated_by = None;
+        if self.state == QuantizationState::Overlapped {
+            self.state = QuantizationState::Initial;
+        }
+    }
+
     /// Whether `other` maps a tensor onto the same grid: the same scheme and the same calibrated
     /// scale and offset. (Exporters use it: one Q/DQ pair serves both.)
     pub fn same_grid(&self, other: &Self) -> bool {

@@ -71,7 +71,7 @@ fn is_activation(graph: &Graph, var: VarId) -> bool {
     graph.variable(var).is_ok_and(|v| !v.is_parameter())
 }
 
-/// A product of two activations reached backwards from `var` through [`SCORE_PATH`] operations.
+/// A product of two activations reached backwards from `var` through [`on_score_path`] operations.
 fn scores_before(graph: &Graph, var: VarId) -> Option<OpId> {
     let mut stack = vec![(var, 0usize)];
     let mut seen = HashSet::new();
@@ -88,7 +88,7 @@ fn scores_before(graph: &Graph, var: VarId) -> Option<OpId> {
     None
 }
 
-/// A product reading `var`, forwards through [`PROBABILITY_PATH`] operations.
+/// A product reading `var`, forwards through [`on_probability_path`] operations.
 fn context_after(graph: &Graph, var: VarId) -> Option<OpId> {
     let mut stack = vec![(var, 0usize)];
     while let Some((var, depth)) = stack.pop() {
@@ -170,8 +170,8 @@ fn score_paths(graph: &Graph, blocks: &[Attention]) -> HashSet<OpId> {
 
 /// Configs that share the parameters of a config now float (`dominated_by` one turned `Fp32`)
 /// quantize on their own again: an `Overlapped` reader of a float producer, a second reader that
-/// shared the first reader's scale. Returns how many.
-fn release_float_dominators(graph: &mut Graph) -> usize {
+/// shared the first reader's scale.
+fn release_float_dominators(graph: &mut Graph) {
     let mut released = Vec::new();
     for (id, op) in graph.operations() {
         let Some(config) = op.quant_config.as_ref() else { continue };
@@ -187,15 +187,11 @@ fn release_float_dominators(graph: &mut Graph) -> usize {
             }
         }
     }
-    for location in &released {
-        if let Some(c) = mppq_ir::quant::config_at_mut(graph, *location) {
-            c.dominated_by = None;
-            if c.state == QuantizationState::Overlapped {
-                c.state = QuantizationState::Initial;
-            }
+    for location in released {
+        if let Some(c) = mppq_ir::quant::config_at_mut(graph, location) {
+            c.detach();
         }
     }
-    released.len()
 }
 
 impl Pass for TransformerBlocks {
@@ -253,11 +249,7 @@ impl Pass for TransformerBlocks {
                     continue;
                 }
                 *kept_float.entry(kind(graph, id, &in_scores)).or_default() += 1;
-                let op = graph.operation_mut(id).in_pass(self.name())?;
-                op.precision = TargetPrecision::Fp32;
-                if let Some(c) = op.quant_config.as_mut() {
-                    c.configs_mut().for_each(|t| t.state = QuantizationState::Fp32);
-                }
+                graph.operation_mut(id).in_pass(self.name())?.keep_in_float();
             }
         }
         let float_ops: usize = kept_float.values().sum();

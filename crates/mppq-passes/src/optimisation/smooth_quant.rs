@@ -208,8 +208,7 @@ fn apply(graph: &mut Graph, target: &Target, scales: &[f32]) -> Result<()> {
         // producer before.
         let loc = ConfigLocation { op: *op, side: ConfigSide::Input, index: 0 };
         if let Some(c) = config_at_mut(graph, loc).filter(|c| c.state == QuantizationState::Overlapped) {
-            c.state = QuantizationState::Initial;
-            c.dominated_by = None;
+            c.detach();
         }
     }
     // With every reader smoothed, the unsmoothed activation is not quantized: its outlier

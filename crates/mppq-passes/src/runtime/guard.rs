@@ -88,6 +88,9 @@ pub(crate) struct GuardState {
     pub(crate) current_db: Option<f64>,
     /// Per measured batch, the reference's float outputs by name.
     expected: Option<Vec<NamedOutputs>>,
+    /// Whether `expected` has its padding tokens blanked (done in the first measurement, which
+    /// has the batches' masks at hand).
+    expected_blanked: bool,
 }
 
 impl GuardState {
@@ -125,29 +128,25 @@ impl GuardState {
             };
             self.expected = Some(expected);
         }
-        let Some(expected) = self.expected.as_ref() else { return Ok(f64::INFINITY) };
+        let blank_expected = !self.expected_blanked;
+        let Some(expected) = self.expected.as_mut() else { return Ok(f64::INFINITY) };
         // Padding tokens are not compared (see `mppq_quant::padding`).
         let padding = TokenPadding::find(ctx.graph);
         let exec = ctx.executor(pass)?;
         let mut sums = OutputNoise::new(expected.first().map_or(0, Vec::len));
         ctx.progress.begin(&format!("{pass}: measuring the output SNR"), expected.len() as u64);
         let memo = SimulationMemo::new();
-        for (b, reference) in expected.iter().enumerate() {
+        for (b, reference) in expected.iter_mut().enumerate() {
             let mut sim = QuantSimulation::new(ctx.graph, BurnFakeQuant).with_memo(&memo);
             let feeds = ctx.batch(b, pass)?;
-            let mask = padding.as_ref().and_then(|p| Some((p, p.batch_mask(&feeds)?)));
+            let batch_padding = padding.as_ref().and_then(|p| p.batch(&feeds));
             let mut got = float_outputs(exec.run(feeds, &mut [&mut sim]).in_pass(pass)?);
-            let blanked;
-            let reference = match &mask {
-                Some((padding, mask)) => {
-                    padding.blank(mask, &mut got);
-                    let mut want = reference.clone();
-                    padding.blank(mask, &mut want);
-                    blanked = want;
-                    &blanked
+            if let Some(batch_padding) = &batch_padding {
+                batch_padding.blank(&mut got);
+                if blank_expected {
+                    batch_padding.blank(reference);
                 }
-                None => reference,
-            };
+            }
             for (k, (name, want)) in reference.iter().enumerate() {
                 let have = got.iter().find(|(n, _)| n == name).map(|(_, v)| v);
                 let have = have.ok_or_else(|| PassError::Invalid {
@@ -165,6 +164,7 @@ impl GuardState {
             ctx.progress.advance(1);
         }
         ctx.progress.finish();
+        self.expected_blanked = true;
         Ok(sums.mean_snr_db(GUARD_SIGNAL_FLOOR))
     }
 

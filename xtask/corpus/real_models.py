@@ -312,6 +312,9 @@ def weight_ops(path):
     quantized = constant = 0
     for g in _graphs(m.graph):
         for n in g.node:
+            if n.op_type in ("MatMulNBits", "MatMulBnb4"):  # weight-only: the weight is stored quantized
+                quantized += 1
+                continue
             idx = WEIGHT_INPUTS.get(n.op_type)
             if not idx or len(n.input) <= idx[0]:
                 continue

@@ -295,3 +295,69 @@ fn dispatch_preview_is_the_dispatch_quantize_decides() {
     let err = mppq_api::load_quantizer(&testdata().join("tiny_cnn.onnx"), setting).err().unwrap().to_string();
     assert!(err.contains("ignore `conv9` matches no operation"), "{err}");
 }
+
+/// `weight-only`: block-wise INT4 MatMul weights, activations float. Both export forms run in our
+/// executor (its `MatMulNBits` kernel, opset 21's blocked `DequantizeLinear`) with the simulated
+/// numbers; `MatMulNBits` holds the simulation's codes packed low nibble first. (ORT on the
+/// same exports: `qdq-check --setting xtask/settings/weight-only-*.toml`, CI.)
+#[test]
+fn weight_only_exports_run_as_simulated() {
+    use mppq_api::exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
+    for (symmetric, form) in [(false, "matmul_nbits"), (true, "matmul_nbits"), (true, "dequantize_linear")] {
+        let mut setting = QuantizeSetting { platform: "weight-only".into(), ..Default::default() };
+        setting.quantizer.block_size = Some(32);
+        setting.quantizer.symmetric = Some(symmetric);
+        setting.exporters = Some(vec!["qdq".into()]);
+        setting.export.insert("qdq".into(), serde_json::json!({ "blocked_weights": form }));
+        let q = mppq_api::quantize_onnx_model(
+            &testdata().join("tiny_transformer.onnx"),
+            &testdata().join("tiny_transformer_calib"),
+            setting,
+        )
+        .unwrap()
+        .quantizer;
+        let g = &q.model.graph;
+        let blocked: Vec<_> = g
+            .operations()
+            .filter_map(|(_, op)| op.quant_config.as_ref()?.input_configs.get(1)?.clone())
+            .filter(|c| c.block.is_some())
+            .collect();
+        assert_eq!(blocked.len(), 12, "every MatMul weight of the two blocks");
+        assert!(blocked.iter().all(|c| c.state == QuantizationState::Activated && c.num_of_bits == 4));
+        let dir = tempfile::tempdir().unwrap();
+        q.export_to(dir.path()).unwrap();
+        let export = mppq_api::onnx::load_model(dir.path().join("model.qdq.onnx")).unwrap();
+        let nbits = export.graph.operations().filter(|(_, op)| op.op_type == "MatMulNBits").count();
+        let dq = export.graph.operations().filter(|(_, op)| op.op_type == "DequantizeLinear").count();
+        if form == "matmul_nbits" {
+            assert_eq!((nbits, dq, export.opset("com.microsoft")), (12, 0, Some(1)));
+            let zero_points =
+                export.graph.operations().any(|(_, op)| op.op_type == "MatMulNBits" && op.inputs().len() > 3);
+            assert_eq!(zero_points, !symmetric, "zero points only when asymmetric");
+        } else {
+            assert_eq!((nbits, dq), (0, 12));
+            assert!(export.opset("").unwrap() >= 21, "blocked DequantizeLinear needs opset 21");
+        }
+        let device = Device::cpu();
+        let opsets = |m: &mppq_api::ir::Model| {
+            let imports = m.opset_imports.clone();
+            move |d: &str| mppq_api::ir::graph::lookup_opset(&imports, d).unwrap_or(0)
+        };
+        let sim_exec = Executor::new(g, &OpRegistry::builtin(), &device, &opsets(&q.model)).unwrap();
+        let ours = Executor::new(&export.graph, &OpRegistry::builtin(), &device, &opsets(&export)).unwrap();
+        let batch = mppq_api::data::npy::read_npz(&testdata().join("tiny_transformer_calib/batch_000.npz")).unwrap();
+        let feeds: Vec<(String, Value)> =
+            batch.into_iter().map(|(n, d)| (n, Value::Tensor(Tensor::from_data(&d, &device).unwrap()))).collect();
+        let mut sim = QuantSimulation::new(g, BurnFakeQuant);
+        let simulated = sim_exec.run(feeds.clone(), &mut [&mut sim]).unwrap();
+        let exported = ours.run(feeds, &mut []).unwrap();
+        let (a, b) =
+            (simulated[0].1.as_tensor().unwrap().to_f32_vec(), exported[0].1.as_tensor().unwrap().to_f32_vec());
+        let peak = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            worst <= 1e-4 * peak,
+            "{form} symmetric={symmetric}: export differs from the simulation by {worst} (peak {peak})"
+        );
+    }
+}

@@ -56,6 +56,7 @@ pub mod structural;
 #[cfg(test)]
 mod test_graphs;
 pub mod training;
+pub mod weight_only;
 
 pub use calibration::quant_alignment::ConcatMode;
 pub use configuration::dispatch::Dispatch;

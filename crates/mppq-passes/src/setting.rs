@@ -54,6 +54,7 @@ pub struct PipelineSetting {
     pub round_tuning: ReconstructionSetting,
     pub block_reconstruction: ReconstructionSetting,
     pub lsq: ReconstructionSetting,
+    pub gptq: crate::weight_only::gptq::GptqSetting,
 }
 
 /// The guard of the optimisation passes (see `mppq_passes::runtime::guard`).
@@ -92,6 +93,7 @@ pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("round_tuning", BY_NAME_ONLY),
     ("block_reconstruction", 3),
     ("lsq", BY_NAME_ONLY),
+    ("gptq", 1),
 ];
 
 /// The highest `optimize` level.
@@ -121,6 +123,7 @@ impl Default for PipelineSetting {
             round_tuning: ReconstructionSetting::default(),
             block_reconstruction: ReconstructionSetting::default(),
             lsq: ReconstructionSetting::default(),
+            gptq: Default::default(),
         }
     }
 }

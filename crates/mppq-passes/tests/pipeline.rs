@@ -218,10 +218,10 @@ fn calibration_reports_progress_per_batch() {
     run_pipeline(&mut ctx, &mut Pipeline::from_setting(&setting).unwrap()).unwrap();
     let calib: Vec<&String> = progress.events.iter().filter(|e| e.starts_with("begin calibration")).collect();
     assert_eq!(calib, ["begin calibration pass 1/1 3"]);
-    // Ten passes (transformer_blocks and smooth_quant find no attention, isotone_calibration no
-    // Softmax: nothing to recalibrate), three batches.
-    assert_eq!(progress.events.iter().filter(|e| e.starts_with("begin pass")).count(), 10);
-    assert_eq!(progress.events.iter().filter(|e| *e == "advance 1").count(), 10 + 3);
+    // Eleven passes (transformer_blocks and smooth_quant find no attention, isotone_calibration no
+    // Softmax: nothing to recalibrate; gptq no block-wise weight), three batches.
+    assert_eq!(progress.events.iter().filter(|e| e.starts_with("begin pass")).count(), 11);
+    assert_eq!(progress.events.iter().filter(|e| *e == "advance 1").count(), 11 + 3);
 }
 
 #[test]

@@ -106,6 +106,11 @@ pub fn quantize_parameters(graph: &mut Graph, options: &ObserverOptions) -> Resu
         if !needs_calibration(config) {
             continue;
         }
+        if config.block.is_some() {
+            crate::blockwise::calibrate(config, &name, &t.to_f32_vec()?, t.shape())?;
+            calibrated += 1;
+            continue;
+        }
         let mut observer = create_observer(config.observer, &name, config, options)?;
         let values = t.to_f32_vec()?;
         for pass in 0..observer.passes() {

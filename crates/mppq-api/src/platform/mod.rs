@@ -6,7 +6,7 @@
 //!
 //! Built-ins (one file each in `platforms/`, listed by `mppq platforms`): `default` (ONNX Runtime
 //! QDQ), the TensorRT, ncnn, Qualcomm, OpenVINO and OpenPPL targets, `lowbit`, FP8, `pow2-int8`,
-//! `academic-int8`. Users add
+//! `academic-int8`, `weight-only` (block-wise INT4/INT8 weights, `MatMulNBits`). Users add
 //! their own with [`register_platform`]; a platform adds or overrides operators with
 //! [`Platform::register_operators`] — from the user's own crate, through this public API only
 //! (`examples/custom-platform` does exactly that).
@@ -49,6 +49,8 @@ pub struct QuantizerOptions {
     /// The CPU class whose integer arithmetic the export must fit (ONNX Runtime platforms):
     /// `any` (default), `x86-avx2`, `x86-vnni`, `arm64`.
     pub target_cpu: Option<mppq_quant::quantizer::TargetCpu>,
+    /// Block-wise weights (`weight-only`): elements per block along the input channels.
+    pub block_size: Option<usize>,
 }
 
 /// One of the [`QuantizerOptions`], for a platform to say which ones it fixes.
@@ -61,10 +63,11 @@ pub enum QuantizerOption {
     Observer,
     ReduceRange,
     TargetCpu,
+    BlockSize,
 }
 
 impl QuantizerOption {
-    pub const ALL: [QuantizerOption; 7] = [
+    pub const ALL: [QuantizerOption; 8] = [
         Self::Bits,
         Self::WeightBits,
         Self::PerChannel,
@@ -72,6 +75,7 @@ impl QuantizerOption {
         Self::Observer,
         Self::ReduceRange,
         Self::TargetCpu,
+        Self::BlockSize,
     ];
 
     /// The key in the setting file's `[quantizer]` section.
@@ -84,6 +88,7 @@ impl QuantizerOption {
             Self::Observer => "observer",
             Self::ReduceRange => "reduce_range",
             Self::TargetCpu => "target_cpu",
+            Self::BlockSize => "block_size",
         }
     }
 }
@@ -99,6 +104,7 @@ impl QuantizerOptions {
             QuantizerOption::Observer => self.observer.is_some(),
             QuantizerOption::ReduceRange => self.reduce_range.is_some(),
             QuantizerOption::TargetCpu => self.target_cpu.is_some(),
+            QuantizerOption::BlockSize => self.block_size.is_some(),
         }
     }
 

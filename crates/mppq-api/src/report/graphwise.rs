@@ -13,7 +13,7 @@ use super::stats::{Moments, PairSample};
 use super::{AnalyseSetting, TensorStat, is_quantized, no_batches, op_label};
 use crate::error::{ApiError, Result};
 use mppq_exec::{Executor, Tensor, Value};
-use mppq_ir::quant::ConfigSide;
+use mppq_ir::quant::{ConfigSide, TargetPrecision};
 use mppq_ir::{DataType, Graph, OpId};
 use mppq_passes::runtime::compare::{Comparison, PairSink, TapPoints};
 use mppq_passes::structural::quant_fusion::fused_activation;
@@ -134,10 +134,26 @@ pub fn graphwise_error(
     let comparison = Comparison::new(graph, exec, points);
     // Padding tokens are not compared (see `mppq_quant::padding`).
     let padding = TokenPadding::find(graph);
+    let weight_only = graph.operations().any(|(_, op)| op.precision == TargetPrecision::WeightOnly)
+        && graph
+            .operations()
+            .all(|(_, op)| !op.precision.is_quantized() || op.precision == TargetPrecision::WeightOnly);
     let mut sums = vec![Moments::default(); watches.len()];
     let mut samples: Vec<PairSample> =
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
     for (b, batch) in batches.iter().enumerate() {
+        // A weight-only graph's activations are never rescaled (no pass moves scale between
+        // layers while activations stay float), so every tensor is compared with the reference
+        // model's: a weight a pass rewrote (GPTQ's codes) counts against its layer. (The
+        // reference is the graph cloned before the passes: the same operation ids.)
+        if let Some(reference) = reference.filter(|_| weight_only) {
+            let (kept, _) = Comparison::keep(reference, comparison.points(), batch.clone(), is_float)?;
+            let padding = padding.as_ref().and_then(|p| p.batch(batch));
+            let mut compare = Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b, padding };
+            comparison.simulate(batch.clone(), kept, &mut compare)??;
+            progress(b + 1, batches.len());
+            continue;
+        }
         let (mut kept, _) = Comparison::keep(exec, comparison.points(), batch.clone(), is_float)?;
         // Graph outputs are compared with the reference model's (internal tensors may be
         // rescaled by equalization: those are compared with this graph's own float run).

@@ -46,7 +46,7 @@ use burn::backend::{
 use burn::tensor::{DType, FloatDType, Scalar, Shape};
 use mppq_ir::IrError;
 use mppq_ir::lowp::{MiniFloat, round_to_precision};
-use mppq_ir::quant::{QuantizationProperty, RoundingPolicy, TensorQuantConfig};
+use mppq_ir::quant::{QuantizationProperty, RoundingPolicy, TensorQuantConfig, block_code, block_value};
 
 /// `1.5 · 2²³`: adding and subtracting it rounds an f32 of magnitude ≤ 2²² to an integer,
 /// ties to even (the FPU's rounding mode).
@@ -254,6 +254,9 @@ pub fn fake_quant_with(t: Tensor, config: &TensorQuantConfig, path: KernelPath) 
         return Ok(t);
     }
     let shape = t.shape();
+    if config.block.is_some() {
+        return blocked(t, config, &shape);
+    }
     let plan = plan(config, &shape)?;
     let dtype = t.dtype();
     let work = t.cast(mppq_ir::DataType::Float)?;
@@ -266,6 +269,30 @@ pub fn fake_quant_with(t: Tensor, config: &TensorQuantConfig, path: KernelPath) 
         inner = back;
     }
     within_pair_limit(Tensor::from_dispatch(chained(inner, &plan, &shape)), config, &shape).cast(dtype)
+}
+
+/// A block-wise weight ([`mppq_ir::quant::block`]), on the host on every device (weights are
+/// constants, simulated once and memoized): each element's code as ONNX Runtime's block
+/// quantizer finds it ([`mppq_ir::quant::block_code`]), dequantized with its block's parameters.
+fn blocked(t: Tensor, config: &TensorQuantConfig, shape: &[usize]) -> Result<Tensor> {
+    if config.scale.is_empty() {
+        return Err(invalid(format!(
+            "block-wise config in state {:?} has no scale yet: calibrate it first",
+            config.state
+        )));
+    }
+    config.validate()?;
+    let grid = config.block_grid(shape)?.ok_or_else(|| invalid("block-wise config without a channel axis".into()))?;
+    let mut values = t.to_f32_vec();
+    for c in 0..grid.channels {
+        for k in 0..grid.run {
+            let (i, p) = (grid.index(c, k), grid.param(c, k));
+            let (s, o) = (config.scale[p], config.offset[p]);
+            values[i] = block_value(block_code(values[i], s, o, config.quant_min, config.quant_max), s, o);
+        }
+    }
+    let dtype = t.dtype();
+    t.like_f32(shape, values).cast(dtype)
 }
 
 /// The fake-quantized weight `t` (float32) with its codes kept within the config's

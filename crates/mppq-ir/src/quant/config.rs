@@ -2,7 +2,7 @@
 //! an operation is quantized; a config may be *dominated by* another, and then shares its
 //! scale and offset (concat/add alignment, fused activations).
 
-use super::{ObserverKind, PairLimit, QuantizationPolicy, QuantizationState, RoundingPolicy};
+use super::{BlockGrid, ObserverKind, PairLimit, QuantBlock, QuantizationPolicy, QuantizationState, RoundingPolicy};
 use crate::error::{IrError, Result};
 use crate::graph::OpId;
 use serde::{Deserialize, Serialize};
@@ -50,6 +50,12 @@ pub struct TensorQuantConfig {
     /// without VNNI): the pairs the rounded codes are kept within ([`PairLimit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair_limit: Option<PairLimit>,
+    /// Block-wise weights (weight-only INT4/INT8): one scale and zero point per block of the
+    /// input-channel run of each output channel ([`super::block`]); `channel_axis` names the
+    /// output channels. The scales may be negative (ONNX Runtime's symmetric block quantizer maps
+    /// each block's largest magnitude onto the code −8, whatever its sign).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<QuantBlock>,
 }
 
 impl TensorQuantConfig {
@@ -75,7 +81,26 @@ impl TensorQuantConfig {
             state: QuantizationState::Initial,
             dominated_by: None,
             pair_limit: None,
+            block: None,
         })
+    }
+
+    /// A block-wise weight config: output channels on `channel_axis`, blocks of `block.size` along
+    /// `block.axis` ([`super::block`]).
+    pub fn blocked(bits: u32, symmetric: bool, channel_axis: usize, block: QuantBlock) -> Result<Self> {
+        let c = Self { block: Some(block), ..Self::linear(bits, symmetric, Some(channel_axis))? };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The block grid of this config on a tensor of `shape` (`None` when it is not block-wise).
+    pub fn block_grid(&self, shape: &[usize]) -> Result<Option<BlockGrid>> {
+        let (Some(block), Some(axis)) = (self.block, self.channel_axis) else { return Ok(None) };
+        let grid = BlockGrid::new(shape, axis, block)?;
+        if !self.scale.is_empty() {
+            grid.check_params(self.scale.len(), shape)?;
+        }
+        Ok(Some(grid))
     }
 
     /// The same integer config at `bits`, its range in the same form: unsigned `[0, 2^b − 1]`,
@@ -106,6 +131,7 @@ impl TensorQuantConfig {
         }
         self.policy = self.policy.per_tensor();
         self.channel_axis = None;
+        self.block = None;
         self.scale.clear();
         self.offset.clear();
         true
@@ -136,6 +162,17 @@ impl TensorQuantConfig {
         if self.policy.is_per_channel() != self.channel_axis.is_some() {
             return fail("a per-channel policy needs a channel axis, a per-tensor one must not have one".into());
         }
+        if let Some(block) = self.block {
+            if self.policy.is_floating() || self.policy.is_power_of_2() {
+                return fail("block-wise quantization is linear integer quantization".into());
+            }
+            if block.size == 0 || Some(block.axis) == self.channel_axis {
+                return fail(format!(
+                    "blocks of {} on axis {} with channels on axis {:?}: use a non-zero size on the other axis",
+                    block.size, block.axis, self.channel_axis
+                ));
+            }
+        }
         if !self.scale.is_empty() || !self.offset.is_empty() {
             if self.scale.len() != self.offset.len() {
                 return fail(format!("{} scales but {} offsets", self.scale.len(), self.offset.len()));
@@ -143,7 +180,11 @@ impl TensorQuantConfig {
             if !self.policy.is_per_channel() && self.scale.len() != 1 {
                 return fail(format!("a per-tensor config has one scale, got {}", self.scale.len()));
             }
-            if let Some(s) = self.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+            if self.block.is_some() {
+                if let Some(s) = self.scale.iter().find(|s| !(s.is_finite() && **s != 0.0)) {
+                    return fail(format!("block scale {s} is not a non-zero finite number"));
+                }
+            } else if let Some(s) = self.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
                 return fail(format!("scale {s} is not a positive finite number"));
             }
             // A zero point is an integer of the quantized range (1e30 used to be accepted).
@@ -180,6 +221,7 @@ impl TensorQuantConfig {
             && self.exponent_bits == other.exponent_bits
             && self.mantissa_bits == other.mantissa_bits
             && self.channel_axis == other.channel_axis
+            && self.block == other.block
     }
 
     /// Shares no other config's parameters any more and quantizes its tensor itself: the

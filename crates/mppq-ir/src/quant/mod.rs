@@ -5,6 +5,7 @@
 //! integer codes that the simulation (mppq-exec) and the exporters (mppq-export) must apply
 //! alike: the x86 pair limit ([`pair_limit`]), so that what is simulated is what is written.
 
+pub mod block;
 mod config;
 pub mod location;
 mod observer;
@@ -15,6 +16,7 @@ mod rounding;
 mod state;
 mod sync;
 
+pub use block::{BlockGrid, QuantBlock, block_code, block_value};
 pub use config::{ConfigLocation, ConfigSide, OperationQuantConfig, TensorQuantConfig};
 pub use location::{config_slots, configured_slots, tensor_slots, variable_of};
 pub use observer::ObserverKind;

@@ -18,6 +18,8 @@ pub enum TargetPrecision {
     LowBit,
     Fp8E4M3,
     Fp8E5M2,
+    /// Weights quantized (block-wise INT4/INT8, `MatMulNBits`), activations float.
+    WeightOnly,
     /// Shape-or-index: integer shape arithmetic that must stay exact and never be quantized.
     Soi,
 }
@@ -25,7 +27,10 @@ pub enum TargetPrecision {
 impl TargetPrecision {
     /// Whether operations of this precision get quantization configs.
     pub fn is_quantized(self) -> bool {
-        matches!(self, Self::Int8 | Self::Int16 | Self::Int4 | Self::LowBit | Self::Fp8E4M3 | Self::Fp8E5M2)
+        matches!(
+            self,
+            Self::Int8 | Self::Int16 | Self::Int4 | Self::LowBit | Self::Fp8E4M3 | Self::Fp8E5M2 | Self::WeightOnly
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -39,6 +44,7 @@ impl TargetPrecision {
             Self::LowBit => "lowbit",
             Self::Fp8E4M3 => "fp8_e4m3",
             Self::Fp8E5M2 => "fp8_e5m2",
+            Self::WeightOnly => "weight_only",
             Self::Soi => "soi",
         }
     }

@@ -57,13 +57,16 @@ struct Target {
 }
 
 /// Activations read, in slot 0, by quantized MatMul/Gemm operations with a weight initializer of
-/// their own.
+/// their own. The activation must be quantized: with a float activation (weight-only
+/// quantization) there is no activation difficulty to move into the weight.
 fn find_targets(graph: &Graph) -> Vec<Target> {
     let mut targets: Vec<Target> = Vec::new();
     for (id, op) in graph.operations() {
         // A dense weighted linear operation (MatMul, Gemm): no convolution.
         let roles = op_roles(op);
-        if !roles.is(OpClass::WeightedLinear) || roles.is(OpClass::Convolution) || op.quant_config.is_none() {
+        let quantized_input =
+            op.quant_config.as_ref().is_some_and(|c| c.input_configs.first().is_some_and(Option::is_some));
+        if !roles.is(OpClass::WeightedLinear) || roles.is(OpClass::Convolution) || !quantized_input {
             continue;
         }
         let Some(Some(x)) = op.inputs().first().copied() else { continue };

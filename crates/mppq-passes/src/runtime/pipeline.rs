@@ -169,6 +169,10 @@ impl Pipeline {
             pooling_types: a.pooling_types.clone(),
         }));
         passes.push(Box::new(PassiveParameterQuantize));
+        // Block-wise (weight-only) weights: GPTQ's codes instead of round-to-nearest.
+        if setting.runs("gptq", setting.gptq.enabled) {
+            passes.push(Box::new(crate::weight_only::gptq::Gptq { setting: setting.gptq.clone() }));
+        }
         // Optimisations of calibrated parameters, each measured directly: training first (it
         // rewrites weights and scales), then bias correction of what remains.
         if setting.runs("adaround", setting.adaround.enabled) {
@@ -224,11 +228,21 @@ pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> 
                 i = chain_end;
             }
             Guard::Measure if guarded => {
-                let before = guard.current(ctx, passes[i].name())?;
                 let snapshot = ctx.graph.clone();
                 let started = Instant::now();
                 let mut report = run_one(ctx, passes[i].as_mut(), i + 1, total)?;
                 if report.changed > 0 {
+                    // The baseline is measured only for a pass that changed something (on the
+                    // graph as it was), so a pass with nothing to do on this graph costs nothing.
+                    let before = match guard.current_db {
+                        Some(db) => db,
+                        None => {
+                            let changed = std::mem::replace(ctx.graph, snapshot.clone());
+                            let before = guard.current(ctx, passes[i].name());
+                            *ctx.graph = changed;
+                            before?
+                        }
+                    };
                     let after = guard.measure(ctx, passes[i].name())?;
                     let kept = ctx.guard.keeps(before, after);
                     if kept {
@@ -414,7 +428,8 @@ mod tests {
                 "runtime_calibration",
                 "mixed_range_concat",
                 "quant_alignment",
-                "passive_parameter_quantize"
+                "passive_parameter_quantize",
+                "gptq"
             ]
         );
         let level = |optimize: u8| PipelineSetting { optimize, ..PipelineSetting::default() };
@@ -446,6 +461,7 @@ mod tests {
                 "mixed_range_concat",
                 "quant_alignment",
                 "passive_parameter_quantize",
+                "gptq",
                 "parameter_baking"
             ]
         );

@@ -9,12 +9,14 @@ mod onnxruntime;
 pub mod op_types;
 pub mod target_cpu;
 mod trt;
+mod weight_only;
 
 pub use fp8::{Fp8Format, Fp8Quantizer};
 pub use lowbit::LowBitQuantizer;
 pub use onnxruntime::OnnxRuntimeQuantizer;
 pub use target_cpu::{IntegerArithmetic, TargetCpu};
 pub use trt::TensorRtQuantizer;
+pub use weight_only::WeightOnlyQuantizer;
 
 use crate::error::{QuantError, Result};
 use mppq_ir::quant::{OperationQuantConfig, TargetPrecision};
@@ -33,7 +35,7 @@ pub trait Quantizer: Send + Sync {
 
 /// Names of the built-in quantizers ([`quantizer_by_name`] also accepts `onnxruntime` for
 /// `default`).
-pub const QUANTIZER_NAMES: [&str; 5] = ["default", "trt-int8", "lowbit", "fp8-e4m3", "fp8-e5m2"];
+pub const QUANTIZER_NAMES: [&str; 6] = ["default", "trt-int8", "lowbit", "fp8-e4m3", "fp8-e5m2", "weight-only"];
 
 /// Built-in quantizers by name, with their default settings (`lowbit`: 4-bit weights, 8-bit
 /// activations).
@@ -44,6 +46,7 @@ pub fn quantizer_by_name(name: &str) -> Result<Box<dyn Quantizer>> {
         "lowbit" => Ok(Box::new(LowBitQuantizer::default())),
         "fp8-e4m3" => Ok(Box::new(Fp8Quantizer::new(Fp8Format::E4M3))),
         "fp8-e5m2" => Ok(Box::new(Fp8Quantizer::new(Fp8Format::E5M2))),
+        "weight-only" => Ok(Box::new(WeightOnlyQuantizer::default())),
         _ => Err(QuantError::UnknownQuantizer { name: name.to_string(), known: QUANTIZER_NAMES.to_vec() }),
     }
 }

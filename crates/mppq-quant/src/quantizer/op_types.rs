@@ -67,3 +67,7 @@ pub const ACADEMIC: [&str; 3] = ["Conv", "Gemm", "ConvTranspose"];
 /// ncnn's int8 inference (`ncnn-int8`): only the layers `ncnn2int8` converts, Convolution (and
 /// its depthwise form) and InnerProduct, which ONNX writes as Conv and Gemm.
 pub const NCNN: [&str; 2] = ["Conv", "Gemm"];
+
+/// Weight-only quantization (`weight-only`): the products with a 2-D weight, whose weight is
+/// block-quantized and run by ONNX Runtime's `MatMulNBits` (or a blocked `DequantizeLinear`).
+pub const WEIGHT_ONLY: [&str; 2] = ["MatMul", "Gemm"];

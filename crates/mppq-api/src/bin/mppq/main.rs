@@ -118,6 +118,10 @@ struct QuantArgs {
     /// Weight bits.
     #[arg(long)]
     weight_bits: Option<u32>,
+    /// Block-wise weights (the `weight-only` platform): elements per block along the input
+    /// channels, a power of two of at least 16 (default 128).
+    #[arg(long, value_name = "N")]
+    block_size: Option<usize>,
     /// Weight bits of the first and last weighted layers when the others get fewer (8 is what
     /// AdaRound, BRECQ and MQBench keep them at in their low-bit results).
     #[arg(long, value_name = "BITS")]
@@ -292,6 +296,7 @@ impl QuantArgs {
         let q = &mut s.quantizer;
         q.bits = self.bits.or(q.bits);
         q.weight_bits = self.weight_bits.or(q.weight_bits);
+        q.block_size = self.block_size.or(q.block_size);
         if self.reduce_range {
             q.reduce_range = Some(true);
         }

@@ -13,6 +13,7 @@ mod pow2;
 mod ppl_cuda;
 mod qualcomm;
 mod tensorrt;
+mod weight_only;
 
 use crate::platform::Platform;
 use mppq_quant::quantizer::Fp8Format;
@@ -36,5 +37,6 @@ pub(crate) fn builtin() -> Vec<Arc<dyn Platform>> {
         Arc::new(qualcomm::Qnn),
         Arc::new(qualcomm::Snpe),
         Arc::new(ppl_cuda::PplCuda),
+        Arc::new(weight_only::WeightOnly),
     ]
 }

@@ -13,6 +13,7 @@
 //!   initializer with zero point 0 and `axis` 0;
 //! - `Overlapped`, `Fp32` and `Soi` configs export nothing.
 
+use super::blocked::{BlockedWeights, blocked_codes, blocked_params_shape, to_matmul_nbits};
 use crate::error::{ExportError, Result};
 use mppq_ir::quant::{QuantizationState, RoundingPolicy, TensorQuantConfig};
 use mppq_ir::{Attribute, DataType, Graph, Model, OpId, Operation, TensorData, VarId, Variable};
@@ -40,17 +41,38 @@ pub struct QdqOptions {
     /// fusions hand FLOAT8 tensors to MaxPool / QLinearSigmoid and the session fails to load
     /// ("Type 'tensor(float8e4m3fn)' … is invalid"); such exports need `ORT_ENABLE_BASIC`.
     pub allow_fp8: bool,
+    /// How block-wise (weight-only) weights are written: `matmul_nbits` (ONNX Runtime's
+    /// `com.microsoft::MatMulNBits`, no opset change) or `dequantize_linear` (opset 21's blocked
+    /// `DequantizeLinear`, standard ONNX). See `blocked.rs`.
+    pub blocked_weights: BlockedWeights,
+    /// `MatMulNBits`' `accuracy_level` (0: not written, ONNX Runtime's float32 computation,
+    /// which the simulation models; 4 makes ORT's CPU kernel quantize the activations to int8,
+    /// which it does not).
+    pub accuracy_level: i64,
 }
 
 impl Default for QdqOptions {
     fn default() -> Self {
-        Self { weights_as_integers: true, quantize_bias: true, min_opset: 10, allow_fp8: false }
+        Self {
+            weights_as_integers: true,
+            quantize_bias: true,
+            min_opset: 10,
+            allow_fp8: false,
+            blocked_weights: BlockedWeights::default(),
+            accuracy_level: 0,
+        }
     }
 }
 
 impl QdqOptions {
     /// `min_opset` must be an opset this build writes (opset 99 used to be written as 99).
     fn check(&self) -> Result<()> {
+        if !matches!(self.accuracy_level, 0..=4) {
+            return Err(ExportError::BadOption {
+                option: "accuracy_level".into(),
+                message: format!("{} is not a MatMulNBits accuracy level; use 0 (unset) to 4", self.accuracy_level),
+            });
+        }
         if (QDQ_MIN_OPSET..=mppq_onnx::MAX_OPSET).contains(&self.min_opset) {
             return Ok(());
         }
@@ -103,6 +125,21 @@ fn format_of(c: &TensorQuantConfig, param: bool) -> std::result::Result<QFormat,
         return Err("power-of-2 policy with a scale that is not a power of two".into());
     }
     let signed = c.quant_min < 0;
+    if c.block.is_some() {
+        let dtype = match (c.num_of_bits, signed, param) {
+            (4, true, true) => DataType::Int4,
+            (4, false, true) => DataType::Uint4,
+            (8, true, true) => DataType::Int8,
+            (8, false, true) => DataType::Uint8,
+            (b, _, true) => {
+                return Err(format!(
+                    "{b}-bit block-wise weights have no blocked DequantizeLinear type; write them as MatMulNBits (blocked_weights = \"matmul_nbits\")"
+                ));
+            }
+            _ => return Err("block-wise configs are for weights (initializers) only".into()),
+        };
+        return Ok(QFormat { dtype, clip: false, feature: "blocked DequantizeLinear", opset: 21, ir: 10 });
+    }
     let (dtype, opset, ir) = match (c.num_of_bits, signed) {
         // Biases: 32 bits, or fewer than 32 held in int32 (the academic platform's 30).
         (17..=32, _) => (DataType::Int32, 10, 7),
@@ -180,7 +217,7 @@ fn exported(c: &TensorQuantConfig, g: &Graph, op: OpId, var: VarId) -> Result<bo
     }
 }
 
-fn unsupported(g: &Graph, op: OpId, var: VarId, message: String) -> ExportError {
+pub(super) fn unsupported(g: &Graph, op: OpId, var: VarId, message: String) -> ExportError {
     let (name, ty) = g.operation(op).map(|o| (o.name.clone(), o.op_type.clone())).unwrap_or_default();
     ExportError::Unsupported { op: name, op_type: ty, tensor: g.var_name(var).to_string(), message }
 }
@@ -383,6 +420,11 @@ pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<(
         let Some(qc) = op.quant_config.as_ref() else { continue };
         for (slot, c) in qc.input_configs.iter().chain(&qc.output_configs).enumerate() {
             let Some(c) = c.as_ref().filter(|c| c.state.is_active()) else { continue };
+            // Written as MatMulNBits, which needs no opset (the rare operation it cannot express
+            // is checked when exported).
+            if c.block.is_some() && options.blocked_weights == BlockedWeights::MatmulNbits {
+                continue;
+            }
             let is_param = op
                 .inputs()
                 .get(slot)
@@ -405,6 +447,11 @@ pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<(
 pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     options.check()?;
     let mut out = model.clone();
+    if options.blocked_weights == BlockedWeights::MatmulNbits
+        && matmul_nbits_everywhere(&mut out.graph, options.accuracy_level)? > 0
+    {
+        out.opset_imports.entry("com.microsoft".into()).or_insert(1);
+    }
     let mut formats = Vec::new();
     collect_formats(&out.graph, options, &mut formats)?;
     let mut opset = options.min_opset.max(model.opset("").unwrap_or(1));
@@ -421,6 +468,24 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
     out.ir_version = out.ir_version.max(ir).min(mppq_onnx::MAX_IR_VERSION);
     export_graph(&mut out.graph, options, opset, &HashSet::new())?;
     Ok(out)
+}
+
+/// [`to_matmul_nbits`] on `g` and its sub-graphs; how many operations it replaced.
+fn matmul_nbits_everywhere(g: &mut Graph, accuracy_level: i64) -> Result<usize> {
+    let mut done = to_matmul_nbits(g, Some(accuracy_level))?;
+    let with_bodies: Vec<OpId> = g
+        .operations()
+        .filter(|(_, op)| op.attributes.values().any(|a| matches!(a, Attribute::Graph(_))))
+        .map(|(id, _)| id)
+        .collect();
+    for id in with_bodies {
+        for a in g.operation_mut(id)?.attributes.values_mut() {
+            if let Attribute::Graph(body) = a {
+                done += matmul_nbits_everywhere(body, accuracy_level)?;
+            }
+        }
+    }
+    Ok(done)
 }
 
 /// The Q/DQ formats of every exported config, in sub-graphs too.
@@ -531,6 +596,31 @@ fn insert_pairs(g: &mut Graph, options: &QdqOptions, opset: i64) -> Result<()> {
 
 /// Writes one parameter: int initializer + DQ, Q/DQ on the float value, or (bias with
 /// `quantize_bias` off) the fake-quantized float values. Returns what the consumer reads.
+/// A block-wise weight as its codes + opset 21's blocked `DequantizeLinear`.
+fn export_blocked(g: &mut Graph, s: &Site, base: &str, data: &[f32], shape: &[usize], opset: i64) -> Result<VarId> {
+    let (grid, codes) = blocked_codes(data, shape, &s.config).map_err(|m| unsupported(g, s.op, s.var, m))?;
+    let (pshape, scale, zp) = blocked_params_shape(shape, &s.config, &grid);
+    let q = int_tensor(s.format.dtype, shape.to_vec(), &codes)?;
+    let qv = g.add_initializer(g.fresh_var_name(&format!("{base}_quantized")), q)?;
+    let sc =
+        g.add_initializer(g.fresh_var_name(&format!("{base}_scale")), TensorData::from_vec(pshape.clone(), &scale)?)?;
+    let mut inputs = vec![Some(qv), Some(sc)];
+    if !s.config.policy.is_symmetric() {
+        inputs.push(Some(g.add_initializer(
+            g.fresh_var_name(&format!("{base}_zero_point")),
+            int_tensor(s.format.dtype, pshape, &zp)?,
+        )?));
+    }
+    let dst = g.add_variable(Variable::new(g.fresh_var_name(&format!("{base}_dequantized"))))?;
+    let Some(block) = s.config.block else { return Err(unsupported(g, s.op, s.var, "not a block-wise config".into())) };
+    let dq = Operation::new("DequantizeLinear", g.fresh_op_name(&format!("{base}_DequantizeLinear")))
+        .with_opset(opset)
+        .with_attr("axis", Attribute::Int(block.axis as i64))
+        .with_attr("block_size", Attribute::Int(block.size as i64));
+    g.add_operation(dq, &inputs, &[Some(dst)])?;
+    Ok(dst)
+}
+
 fn export_parameter(g: &mut Graph, s: &Site, options: &QdqOptions, opset: i64) -> Result<VarId> {
     let v = g.variable(s.var)?;
     let base = v.name.clone();
@@ -543,6 +633,9 @@ fn export_parameter(g: &mut Graph, s: &Site, options: &QdqOptions, opset: i64) -
         return Ok(dst);
     }
     let data = value.to_f32_vec().map_err(|e| unsupported(g, s.op, s.var, e.to_string()))?;
+    if s.config.block.is_some() {
+        return export_blocked(g, s, &base, &data, value.shape(), opset);
+    }
     let ints = quantize_values(&data, value.shape(), &s.config).map_err(|m| unsupported(g, s.op, s.var, m))?;
     if is_bias && !options.quantize_bias {
         let fq = dequantize_values(&ints, value.shape(), &s.config);

@@ -1,9 +1,12 @@
 //! `qdq`: the float ONNX model with QuantizeLinear/DequantizeLinear pairs that ONNX Runtime (and
 //! every QDQ-reading runtime) loads, as `model.qdq.onnx`. Options (`[export.qdq]`):
-//! [`QdqOptions`]. The graph rewrite itself is [`export_qdq`] (in `graph.rs`).
+//! [`QdqOptions`]. The graph rewrite itself is [`export_qdq`] (in `graph.rs`); block-wise
+//! (weight-only) weights as `MatMulNBits` or blocked `DequantizeLinear` in `blocked.rs`.
 
+mod blocked;
 mod graph;
 
+pub use blocked::BlockedWeights;
 pub use graph::{QdqOptions, export_qdq, preflight_qdq};
 
 use crate::error::Result;

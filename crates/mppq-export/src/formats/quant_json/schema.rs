@@ -5,8 +5,8 @@
 use crate::error::{ExportError, Result};
 use indexmap::IndexMap;
 use mppq_ir::quant::{
-    ConfigLocation, ConfigSide, ObserverKind, OperationQuantConfig, PairLimit, QuantizationPolicy, QuantizationState,
-    RoundingPolicy, TargetPrecision, TensorQuantConfig,
+    ConfigLocation, ConfigSide, ObserverKind, OperationQuantConfig, PairLimit, QuantBlock, QuantizationPolicy,
+    QuantizationState, RoundingPolicy, TargetPrecision, TensorQuantConfig,
 };
 use mppq_ir::{Attribute, Graph, Model, OpId, VarId};
 use serde::{Deserialize, Serialize};
@@ -103,6 +103,10 @@ pub struct TensorEntry {
     /// Weight code pairs kept within a limit (targets whose kernels saturate int16 pair sums).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair_limit: Option<PairLimit>,
+    /// Block-wise weights: blocks of `size` along `axis`; `scale`/`zero_point` hold one value per
+    /// block, channel-major (block `b` of channel `c` at `c · blocks + b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<QuantBlock>,
 }
 
 fn location_ref(g: &Graph, loc: &ConfigLocation) -> Result<SlotRef> {
@@ -132,6 +136,7 @@ fn entry(g: &Graph, var: Option<VarId>, c: &TensorQuantConfig) -> Result<TensorE
         state: c.state,
         dominated_by: c.dominated_by.as_ref().map(|l| location_ref(g, l)).transpose()?,
         pair_limit: c.pair_limit.clone(),
+        block: c.block,
     })
 }
 
@@ -262,6 +267,7 @@ fn config_of(g: &Graph, e: &TensorEntry) -> Result<TensorQuantConfig> {
         state: e.state,
         dominated_by,
         pair_limit: e.pair_limit.clone(),
+        block: e.block,
     };
     c.validate().map_err(|err| bad(format!("tensor `{}`: {err}", e.tensor)))?;
     Ok(c)

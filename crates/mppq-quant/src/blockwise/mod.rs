@@ -1,0 +1,98 @@
+//! Block-wise weight quantization (weight-only INT4/INT8 for transformers and LLMs): the
+//! algorithms that choose each block's scale, zero point and codes ([`mppq_ir::quant::block`]
+//! for the layout). They work on channel runs (`[channels][run]`, [`BlockGrid::runs`]) and
+//! return a [`BlockSolution`] whose parameters go into the config. The simulation and the
+//! exporters find the codes again from the weight and the parameters with MLAS's rounding
+//! ([`mppq_ir::quant::block_code`]); an algorithm that picks other codes than that rounding of
+//! the float weight (GPTQ) writes its dequantized values into the weight.
+
+pub mod gptq;
+pub mod rtn;
+
+use crate::error::{QuantError, Result};
+use mppq_ir::quant::{BlockGrid, QuantizationState, TensorQuantConfig, block_value};
+
+/// The integer scheme of a block config: codes `q` in `[quant_min, quant_max]` (signed and
+/// symmetric, or unsigned with a zero point), dequantized as `(q − offset) · scale`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockScheme {
+    pub bits: u32,
+    pub symmetric: bool,
+    pub quant_min: i64,
+    pub quant_max: i64,
+}
+
+impl BlockScheme {
+    /// The scheme of a block-wise config; the two ranges ONNX Runtime's `MatMulNBits` stores
+    /// (`[−2^(b−1), 2^(b−1) − 1]` symmetric, `[0, 2^b − 1]` with zero points) are the ones allowed.
+    pub fn of(config: &TensorQuantConfig, variable: &str) -> Result<Self> {
+        let bits = config.num_of_bits;
+        let half = 1i64 << (bits.clamp(2, 16) - 1);
+        let symmetric = config.policy.is_symmetric();
+        let expected = if symmetric { (-half, half - 1) } else { (0, 2 * half - 1) };
+        if config.block.is_none() || !(2..=8).contains(&bits) || (config.quant_min, config.quant_max) != expected {
+            return Err(QuantError::ConfigMismatch {
+                variable: variable.into(),
+                observer: "block-wise quantization",
+                message: format!(
+                    "a block-wise config of 2–8 bits with the range {expected:?} is expected, got {} bits [{}, {}]",
+                    bits, config.quant_min, config.quant_max
+                ),
+            });
+        }
+        Ok(Self { bits, symmetric, quant_min: config.quant_min, quant_max: config.quant_max })
+    }
+
+    /// The unsigned code ONNX Runtime stores for `q` (symmetric codes are shifted by `2^(b−1)`).
+    pub fn stored(&self, q: i32) -> u8 {
+        if self.symmetric { (q + (1 << (self.bits - 1))) as u8 } else { q as u8 }
+    }
+}
+
+/// Every block's scale and offset (channel-major, `c · blocks + b`) and every element's code,
+/// per channel run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockSolution {
+    pub scale: Vec<f32>,
+    pub offset: Vec<f32>,
+    pub codes: Vec<Vec<i32>>,
+}
+
+impl BlockSolution {
+    /// The dequantized channel runs: `(q − offset) · scale` in f32, what the runtime computes with.
+    pub fn dequantized(&self, grid: &BlockGrid) -> Vec<Vec<f32>> {
+        self.codes
+            .iter()
+            .enumerate()
+            .map(|(c, run)| {
+                run.iter()
+                    .enumerate()
+                    .map(|(k, q)| {
+                        let p = grid.param(c, k);
+                        block_value(*q, self.scale[p], self.offset[p])
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Calibrates a block-wise weight config from the weight's values with [`rtn::rtn`] (the
+/// default algorithm, data-free; the data-aware ones are passes that run after it).
+pub fn calibrate(config: &mut TensorQuantConfig, variable: &str, values: &[f32], shape: &[usize]) -> Result<()> {
+    let scheme = BlockScheme::of(config, variable)?;
+    let grid = config.block_grid(shape)?.ok_or_else(|| QuantError::ConfigMismatch {
+        variable: variable.into(),
+        observer: "block-wise quantization",
+        message: "the config has no block".into(),
+    })?;
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(QuantError::NonFinite { variable: variable.into(), index: i, value: values[i] });
+    }
+    let solution = rtn::rtn(&grid.runs(values), &grid, scheme);
+    config.scale = solution.scale;
+    config.offset = solution.offset;
+    config.state = QuantizationState::Activated;
+    config.validate()?;
+    Ok(())
+}

@@ -3,9 +3,13 @@
 transformer models and real data (issue 32).
 
 For each model and setting (bits, block size, symmetric or not), in one run:
-- mppq: `mppq quantize --platform weight-only` (its MatMulNBits export), by default (GPTQ on the
-  calibration batches, guarded) and round-to-nearest only (`mppq-rtn`: `[pipeline.gptq] enabled = false`);
+- mppq: `mppq quantize --platform weight-only` (its MatMulNBits export), by default (HQQ zero
+  points when asymmetric, then GPTQ on the calibration batches, guarded) and round to nearest only
+  (`mppq-rtn`: `--observer minmax`, `[pipeline.gptq] enabled = false`);
 - ORT RTN: `matmul_nbits_quantizer` with `DefaultWeightOnlyQuantConfig` (MLAS's C++ RTN);
+- ORT GPTQ: `matmul_nbits_quantizer` with `GPTQWeightOnlyQuantConfig` on the calibration batches;
+- ORT HQQ (asymmetric settings only: HQQ has zero points by design);
+  both import PyTorch and run in `--torch-python` (the corpus export venv, with onnxruntime added);
 - NNCF: `compress_weights` at the same mode and group size, every weight layer at that mode
   (`ratio=1`, `backup_mode=NONE`: the embedding and last layer it keeps apart stay float), data-free and with AWQ + scale estimation on
   the calibration batches.
@@ -44,6 +48,40 @@ def peer_ort_rtn(model, out, bits, block, symmetric):
     q.model.save_model_to_file(str(out / "model.onnx"), use_external_data_format=False)
 
 
+def peer_ort_gptq(model, calib, out, bits, block, symmetric):
+    """ORT's GPTQ (its vendored Intel Neural Compressor code, numpy): group size `block`, damping
+    0.01, no act-order, on the calibration batches."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader
+    from onnxruntime.quantization.matmul_nbits_quantizer import GPTQWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.files = rm.batch_files(calib)
+            self.it = iter(self.files)
+
+        def get_next(self):
+            f = next(self.it, None)
+            return None if f is None else rm.load_batch(f)
+
+        def __iter__(self):
+            return (rm.load_batch(f) for f in self.files)
+
+    cfg = GPTQWeightOnlyQuantConfig(calibration_data_reader=Reader())
+    q = MatMulNBitsQuantizer(onnx.load(str(model)), bits=bits, block_size=block, is_symmetric=symmetric, algo_config=cfg)
+    q.process()
+    q.model.save_model_to_file(str(out / "model.onnx"), use_external_data_format=False)
+
+
+def peer_ort_hqq(model, out, bits, block):
+    """ORT's HQQ (PyTorch): zero point and scale refined per block (asymmetric by design)."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import HQQWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    q = MatMulNBitsQuantizer(onnx.load(str(model)), algo_config=HQQWeightOnlyQuantConfig(block_size=block, bits=bits))
+    q.process()
+    q.model.save_model_to_file(str(out / "model.onnx"), use_external_data_format=False)
+
+
 def peer_nncf(model, calib, out, bits, block, symmetric, data_aware):
     import nncf
     import onnx
@@ -65,10 +103,14 @@ def peer_nncf(model, calib, out, bits, block, symmetric, data_aware):
 def cmd_peer(args):
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    os.chdir(out)
     model, calib = Path(args.model).resolve(), Path(args.calib).resolve()
+    os.chdir(out)
     if args.tool == "ort-rtn":
         peer_ort_rtn(model, out, args.bits, args.block, args.symmetric)
+    elif args.tool == "ort-hqq":
+        peer_ort_hqq(model, out, args.bits, args.block)
+    elif args.tool == "ort-gptq":
+        peer_ort_gptq(model, calib, out, args.bits, args.block, args.symmetric)
     elif args.tool in ("nncf", "nncf-awq-se"):
         peer_nncf(model, calib, out, args.bits, args.block, args.symmetric, args.tool == "nncf-awq-se")
     else:
@@ -144,7 +186,9 @@ def cmd_run(args):
             for symmetric in (True, False):
                 tag = f"{mid}-w{args.bits}-g{block}-{'sym' if symmetric else 'asym'}"
                 row = {"model": mid, "name": m.name, "bits": args.bits, "block": block, "symmetric": symmetric, "tools": {}}
-                tools = ["mppq-rtn", "mppq", "ort-rtn", "nncf", "nncf-awq-se"]
+                tools = ["mppq-rtn", "mppq", "ort-rtn", "ort-gptq", "nncf", "nncf-awq-se"]
+                if not symmetric:
+                    tools.insert(4, "ort-hqq")
                 for tool in tools:
                     out = runs / tag / tool
                     out.mkdir(parents=True, exist_ok=True)
@@ -152,12 +196,14 @@ def cmd_run(args):
                         cmd = [args.mppq, "quantize", meta["model"], "--calib", meta["calib"], "--platform", "weight-only",
                                "--weight-bits", str(args.bits), "--block-size", str(block),
                                "--symmetric" if symmetric else "--asymmetric", "--output", str(out), "--export", "qdq"]
-                        if tool == "mppq-rtn":  # round-to-nearest only: GPTQ off
+                        if tool == "mppq-rtn":  # round to nearest only: min/max blocks, GPTQ off
                             (out / "setting.toml").write_text("[pipeline.gptq]\nenabled = false\n")
-                            cmd += ["--setting", str(out / "setting.toml")]
+                            cmd += ["--setting", str(out / "setting.toml"), "--observer", "minmax"]
                         path = out / "model.qdq.onnx"
                     else:
-                        cmd = [sys.executable, str(HERE), "peer", "--tool", tool, "--model", meta["model"],
+                        # ORT's GPTQ and HQQ import PyTorch: they run in the export venv (torch + ORT).
+                        python = args.torch_python if tool in ("ort-gptq", "ort-hqq") else sys.executable
+                        cmd = [python, str(HERE), "peer", "--tool", tool, "--model", meta["model"],
                                "--calib", meta["calib"], "--out", str(out), "--bits", str(args.bits),
                                "--block", str(block)] + (["--symmetric"] if symmetric else [])
                         path = out / "model.onnx"
@@ -207,6 +253,8 @@ def main(argv=None):
     p.add_argument("--bits", type=int, default=4)
     p.add_argument("--blocks", default="32,128")
     p.add_argument("--out")
+    p.add_argument("--torch-python", default="target/corpus/export-venv/bin/python",
+                   help="a Python with PyTorch and onnxruntime (ORT's GPTQ and HQQ need torch)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("peer")
     for a in ("--tool", "--model", "--calib", "--out"):

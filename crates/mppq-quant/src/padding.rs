@@ -144,6 +144,11 @@ pub struct BatchPadding<'a> {
 }
 
 impl BatchPadding<'_> {
+    /// Per token (`batch × sequence`, row-major) whether it is real (not padding).
+    pub fn real_tokens(&self) -> &[bool] {
+        &self.valid
+    }
+
     /// Zeroes the padded positions of the laid-out outputs among `outputs` (flat values by name),
     /// so that a comparison of two such runs counts real tokens only. An output whose length is
     /// not a multiple of `batch × sequence` is left whole.

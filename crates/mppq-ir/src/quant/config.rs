@@ -187,8 +187,14 @@ impl TensorQuantConfig {
             } else if let Some(s) = self.scale.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
                 return fail(format!("scale {s} is not a positive finite number"));
             }
-            // A zero point is an integer of the quantized range (1e30 used to be accepted).
-            if !self.policy.is_floating()
+            // A zero point is an integer of the quantized range (1e30 used to be accepted);
+            // block-wise weights may have refined float zero points (HQQ; `MatMulNBits` holds
+            // them in the scales' type), finite.
+            if self.block.is_some() {
+                if let Some(o) = self.offset.iter().find(|o| !o.is_finite()) {
+                    return fail(format!("block zero point {o} is not finite"));
+                }
+            } else if !self.policy.is_floating()
                 && let Some(o) = self.offset.iter().find(|o| {
                     !(o.is_finite()
                         && o.fract() == 0.0

@@ -26,10 +26,13 @@ pub enum ObserverKind {
     Hist,
     /// Not observed: derived from other configs (biases: `s_in · s_w`).
     Passive,
+    /// Block-wise weights only: HQQ's refined float zero points (`mppq_quant::blockwise::hqq`).
+    Hqq,
 }
 
 impl ObserverKind {
-    /// The observers that calibrate from data (every kind but `passive`).
+    /// The observers that calibrate activations and weights from data (every kind but `passive`
+    /// and the block-wise `hqq`).
     pub const CALIBRATING: [ObserverKind; 8] = [
         Self::Minmax,
         Self::Percentile,
@@ -53,6 +56,7 @@ impl ObserverKind {
             Self::Floating => "floating",
             Self::Hist => "hist",
             Self::Passive => "passive",
+            Self::Hqq => "hqq",
         }
     }
 }
@@ -67,7 +71,7 @@ impl std::str::FromStr for ObserverKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::CALIBRATING.into_iter().chain([Self::Passive]).find(|k| k.name() == s).ok_or_else(|| {
+        Self::CALIBRATING.into_iter().chain([Self::Passive, Self::Hqq]).find(|k| k.name() == s).ok_or_else(|| {
             let known: Vec<_> = Self::CALIBRATING.iter().map(|k| k.name()).collect();
             format!("unknown observer `{s}` (known: {})", known.join(", "))
         })

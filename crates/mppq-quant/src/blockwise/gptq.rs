@@ -147,9 +147,38 @@ fn inverse_upper_factor(mut h: Vec<f64>, k: usize) -> Option<Vec<f64>> {
     Some(u)
 }
 
+/// What GPTQ reads of a layer's inputs: the damped Hessian's inverse as its upper Cholesky factor,
+/// and the input channels that never carried a value (their weights are zeroed, as the reference
+/// does). Layers reading the same input (a transformer's Q, K and V) share one.
+#[derive(Clone, Debug)]
+pub struct GptqFactor {
+    k: usize,
+    upper: Vec<f64>,
+    dead: Vec<bool>,
+}
+
+impl GptqFactor {
+    /// `None` when the damped Hessian is not positive definite (the caller keeps RTN).
+    pub fn new(hessian: &Hessian, damp: f64) -> Option<Self> {
+        let k = hessian.k;
+        let mut h = hessian.finish();
+        let mut dead = vec![false; k];
+        for (i, d) in dead.iter_mut().enumerate() {
+            if h[i * k + i] == 0.0 {
+                *d = true;
+                h[i * k + i] = 1.0;
+            }
+        }
+        let mean_diag = (0..k).map(|i| h[i * k + i]).sum::<f64>() / k as f64;
+        for i in 0..k {
+            h[i * k + i] += damp * mean_diag;
+        }
+        Some(Self { k, upper: inverse_upper_factor(h, k)?, dead })
+    }
+}
+
 /// GPTQ of every channel run of a weight (`[channels][run]`, the run along the input channels,
-/// which `hessian` is over). Returns `None` when the damped Hessian is not positive definite
-/// (the caller keeps RTN).
+/// which the Hessian is over). `None` when the Hessian is not positive definite.
 pub fn gptq(
     runs: &[Vec<f32>],
     grid: &BlockGrid,
@@ -157,37 +186,47 @@ pub fn gptq(
     hessian: &Hessian,
     damp: f64,
 ) -> Option<BlockSolution> {
+    gptq_with(runs, grid, scheme, &GptqFactor::new(hessian, damp)?)
+}
+
+/// [`gptq`] with a factor already computed (`None` when it is over another number of channels).
+pub fn gptq_with(
+    runs: &[Vec<f32>],
+    grid: &BlockGrid,
+    scheme: BlockScheme,
+    factor: &GptqFactor,
+) -> Option<BlockSolution> {
+    gptq_blocks(runs, grid, scheme, factor, super::rtn::block_params)
+}
+
+/// [`gptq_with`] with each block's scale and zero point found by `params` (RTN's, or HQQ's
+/// refined float zero point) on the weights as updated so far.
+pub fn gptq_blocks(
+    runs: &[Vec<f32>],
+    grid: &BlockGrid,
+    scheme: BlockScheme,
+    factor: &GptqFactor,
+    params: fn(&[f32], BlockScheme) -> (f32, f32),
+) -> Option<BlockSolution> {
     let k = grid.run;
-    if hessian.k != k {
+    if factor.k != k {
         return None;
     }
-    let mut h = hessian.finish();
-    let mut dead = vec![false; k];
-    for (i, d) in dead.iter_mut().enumerate() {
-        if h[i * k + i] == 0.0 {
-            *d = true;
-            h[i * k + i] = 1.0;
-        }
-    }
-    let mean_diag = (0..k).map(|i| h[i * k + i]).sum::<f64>() / k as f64;
-    for i in 0..k {
-        h[i * k + i] += damp * mean_diag;
-    }
-    let u = inverse_upper_factor(h, k)?;
+    let (u, dead) = (&factor.upper, &factor.dead);
     let mut solution = BlockSolution {
         scale: vec![0.0; grid.params()],
         offset: vec![0.0; grid.params()],
         codes: Vec::with_capacity(runs.len()),
     };
     for (c, run) in runs.iter().enumerate() {
-        let mut w: Vec<f64> = run.iter().zip(&dead).map(|(v, d)| if *d { 0.0 } else { f64::from(*v) }).collect();
+        let mut w: Vec<f64> = run.iter().zip(dead).map(|(v, d)| if *d { 0.0 } else { f64::from(*v) }).collect();
         let mut codes = vec![0i32; k];
         let (mut scale, mut offset) = (1.0f32, 0.0f32);
         for i in 0..k {
             if i % grid.size == 0 {
                 let end = (i + grid.size).min(k);
                 let block: Vec<f32> = w[i..end].iter().map(|v| *v as f32).collect();
-                (scale, offset) = super::rtn::block_params(&block, scheme);
+                (scale, offset) = params(&block, scheme);
                 let p = grid.param(c, i);
                 solution.scale[p] = scale;
                 solution.offset[p] = offset;

@@ -7,10 +7,11 @@
 //! the float weight (GPTQ) writes its dequantized values into the weight.
 
 pub mod gptq;
+pub mod hqq;
 pub mod rtn;
 
 use crate::error::{QuantError, Result};
-use mppq_ir::quant::{BlockGrid, QuantizationState, TensorQuantConfig, block_value};
+use mppq_ir::quant::{BlockGrid, ObserverKind, QuantizationState, TensorQuantConfig, block_value};
 
 /// The integer scheme of a block config: codes `q` in `[quant_min, quant_max]` (signed and
 /// symmetric, or unsigned with a zero point), dequantized as `(q − offset) · scale`.
@@ -77,8 +78,9 @@ impl BlockSolution {
     }
 }
 
-/// Calibrates a block-wise weight config from the weight's values with [`rtn::rtn`] (the
-/// default algorithm, data-free; the data-aware ones are passes that run after it).
+/// Calibrates a block-wise weight config from the weight's values, data-free, by its observer:
+/// `minmax` is [`rtn::rtn`] (ONNX Runtime's round to nearest), `hqq` is [`hqq::hqq`]. The
+/// data-aware algorithms (GPTQ) are passes that run after it.
 pub fn calibrate(config: &mut TensorQuantConfig, variable: &str, values: &[f32], shape: &[usize]) -> Result<()> {
     let scheme = BlockScheme::of(config, variable)?;
     let grid = config.block_grid(shape)?.ok_or_else(|| QuantError::ConfigMismatch {
@@ -89,7 +91,19 @@ pub fn calibrate(config: &mut TensorQuantConfig, variable: &str, values: &[f32],
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
         return Err(QuantError::NonFinite { variable: variable.into(), index: i, value: values[i] });
     }
-    let solution = rtn::rtn(&grid.runs(values), &grid, scheme);
+    let solution = match config.observer {
+        ObserverKind::Minmax => rtn::rtn(&grid.runs(values), &grid, scheme),
+        ObserverKind::Hqq => hqq::hqq(&grid.runs(values), &grid, scheme),
+        other => {
+            return Err(QuantError::ConfigMismatch {
+                variable: variable.into(),
+                observer: "block-wise quantization",
+                message: format!(
+                    "observer `{other}`: block-wise weights are calibrated by `minmax` (round to nearest) or `hqq`"
+                ),
+            });
+        }
+    };
     config.scale = solution.scale;
     config.offset = solution.offset;
     config.state = QuantizationState::Activated;

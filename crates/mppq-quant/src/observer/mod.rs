@@ -150,6 +150,13 @@ pub fn create_observer(
                 message: "a passive config is derived from other configs (s_in · s_w), not observed".into(),
             });
         }
+        ObserverKind::Hqq => {
+            return Err(QuantError::ConfigMismatch {
+                variable: variable.into(),
+                observer: "hqq",
+                message: "HQQ calibrates block-wise weights only (the `weight-only` platform)".into(),
+            });
+        }
     })
 }
 

@@ -2,10 +2,12 @@
 //! ([`BlockedWeights`]):
 //! - ONNX Runtime's `com.microsoft::MatMulNBits` in place of the MatMul (or Gemm): codes packed
 //!   `[N, k_blocks, block_size · bits / 8]` low bits first, scales `[N, k_blocks]`, zero points
-//!   packed per channel (absent when symmetric: ORT's default `2^(bits−1)`), the Gemm's bias as
-//!   its `bias` input. Needs no opset change;
+//!   packed per channel (absent when symmetric: ORT's default `2^(bits−1)`; float `[N, k_blocks]`
+//!   when they are refined floats, HQQ's), the Gemm's bias as its `bias` input. Needs no opset
+//!   change;
 //! - an integer initializer with opset 21's blocked `DequantizeLinear` (`axis` = the block axis,
-//!   `block_size`) feeding the unchanged operation: standard ONNX, opset 21.
+//!   `block_size`) feeding the unchanged operation: standard ONNX, opset 21 (integer zero points
+//!   only).
 //!
 //! An operation `MatMulNBits` cannot express (a Gemm with `alpha`/`beta` ≠ 1, `transA`, or a
 //! bias that is not `[N]`) is written in the second form. The codes are the simulation's
@@ -138,8 +140,12 @@ pub fn to_matmul_nbits(g: &mut Graph, accuracy_level: Option<i64>) -> Result<usi
         }
         let packed = TensorData::from_packed(DataType::Uint8, vec![grid.channels, grid.blocks, blob], packed)?;
         let scales = TensorData::from_vec(vec![grid.channels, grid.blocks], &c.scale)?;
+        let float_zero_points = c.offset.iter().any(|o| o.fract() != 0.0);
         let zero_points = if c.policy.is_symmetric() {
             None
+        } else if float_zero_points {
+            // Refined zero points (HQQ): MatMulNBits takes them in the scales' type.
+            Some(TensorData::from_vec(vec![grid.channels, grid.blocks], &c.offset)?)
         } else {
             let row = (grid.blocks * bits).div_ceil(8);
             let mut zp = vec![0u8; grid.channels * row];

@@ -126,6 +126,9 @@ fn format_of(c: &TensorQuantConfig, param: bool) -> std::result::Result<QFormat,
     }
     let signed = c.quant_min < 0;
     if c.block.is_some() {
+        if c.offset.iter().any(|o| o.fract() != 0.0) {
+            return Err("float zero points (HQQ) have no DequantizeLinear form; write them as MatMulNBits (blocked_weights = \"matmul_nbits\")".into());
+        }
         let dtype = match (c.num_of_bits, signed, param) {
             (4, true, true) => DataType::Int4,
             (4, false, true) => DataType::Uint4,
@@ -419,6 +422,20 @@ pub fn preflight_qdq(graph: &Graph, from: i64, options: &QdqOptions) -> Result<(
     for (_, op) in graph.operations() {
         let Some(qc) = op.quant_config.as_ref() else { continue };
         for (slot, c) in qc.input_configs.iter().chain(&qc.output_configs).enumerate() {
+            // Block-wise weights whose zero points will be refined floats (HQQ) have no
+            // DequantizeLinear form: refused before calibration.
+            if let Some(c) = c.as_ref().filter(|c| c.block.is_some() && !c.policy.is_symmetric())
+                && c.observer == mppq_ir::quant::ObserverKind::Hqq
+                && options.blocked_weights == BlockedWeights::DequantizeLinear
+            {
+                return Err(ExportError::BadOption {
+                    option: "blocked_weights".into(),
+                    message: format!(
+                        "operation `{}`: HQQ's float zero points have no DequantizeLinear form; write MatMulNBits (blocked_weights = \"matmul_nbits\") or calibrate with --observer minmax",
+                        op.name
+                    ),
+                });
+            }
             let Some(c) = c.as_ref().filter(|c| c.state.is_active()) else { continue };
             // Written as MatMulNBits, which needs no opset (the rare operation it cannot express
             // is checked when exported).
@@ -473,6 +490,15 @@ pub fn export_qdq(model: &Model, options: &QdqOptions) -> Result<Model> {
 /// [`to_matmul_nbits`] on `g` and its sub-graphs; how many operations it replaced.
 fn matmul_nbits_everywhere(g: &mut Graph, accuracy_level: i64) -> Result<usize> {
     let mut done = to_matmul_nbits(g, Some(accuracy_level))?;
+    for_each_body(g, |body| {
+        done += matmul_nbits_everywhere(body, accuracy_level)?;
+        Ok(())
+    })?;
+    Ok(done)
+}
+
+/// Calls `f` on every sub-graph of `g`'s operations (If branches, Loop/Scan bodies).
+fn for_each_body(g: &mut Graph, mut f: impl FnMut(&mut Graph) -> Result<()>) -> Result<()> {
     let with_bodies: Vec<OpId> = g
         .operations()
         .filter(|(_, op)| op.attributes.values().any(|a| matches!(a, Attribute::Graph(_))))
@@ -481,11 +507,11 @@ fn matmul_nbits_everywhere(g: &mut Graph, accuracy_level: i64) -> Result<usize> 
     for id in with_bodies {
         for a in g.operation_mut(id)?.attributes.values_mut() {
             if let Attribute::Graph(body) = a {
-                done += matmul_nbits_everywhere(body, accuracy_level)?;
+                f(body)?;
             }
         }
     }
-    Ok(done)
+    Ok(())
 }
 
 /// The Q/DQ formats of every exported config, in sub-graphs too.
@@ -516,18 +542,7 @@ fn export_graph(g: &mut Graph, options: &QdqOptions, opset: i64, outer: &HashSet
     }
     let mut scope = outer.clone();
     scope.extend(g.variables().map(|(_, v)| v.name.clone()));
-    let with_bodies: Vec<OpId> = g
-        .operations()
-        .filter(|(_, op)| op.attributes.values().any(|a| matches!(a, Attribute::Graph(_))))
-        .map(|(id, _)| id)
-        .collect();
-    for id in with_bodies {
-        for a in g.operation_mut(id)?.attributes.values_mut() {
-            if let Attribute::Graph(body) = a {
-                export_graph(body, options, opset, &scope)?;
-            }
-        }
-    }
+    for_each_body(g, |body| export_graph(body, options, opset, &scope))?;
     Ok(())
 }
 

@@ -90,7 +90,11 @@ def peer_nncf(model, calib, out, bits, block, symmetric, data_aware):
     # Every MatMul at the mode, except what NNCF keeps apart by design (the embedding and the last
     # layer; `all_layers=True` makes NNCF 3.4 write the embedding Gather as a MatMulNBits on int64
     # token ids, which ORT refuses): those stay float with `backup_mode=NONE`.
-    kw = dict(mode=mode, ratio=1.0, backup_mode=nncf.BackupMode.NONE)
+    # A weight computed at run time (a Gemm of two activations, M24) has no channel size:
+    # `IGNORE` leaves such layers out instead of failing the whole model.
+    from nncf.quantization.advanced_parameters import AdvancedCompressionParameters
+    kw = dict(mode=mode, ratio=1.0, backup_mode=nncf.BackupMode.NONE,
+              advanced_parameters=AdvancedCompressionParameters(group_size_fallback_mode=nncf.GroupSizeFallbackMode.IGNORE))
     if bits == 4:
         kw["group_size"] = block
     if data_aware:

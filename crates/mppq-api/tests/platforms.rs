@@ -361,3 +361,61 @@ fn weight_only_exports_run_as_simulated() {
         );
     }
 }
+
+/// `weight-only` on input-channel runs that are not a multiple of the block (K = 40 with blocks
+/// of 32; a Gemm with K = 8 < 32, `transB`, `beta = 0` and no C, as tf2onnx writes it): every
+/// weight becomes a `MatMulNBits` whose numbers, run by our executor, are the simulation's.
+/// (ONNX Runtime on the same file: `docs/weight-only.md`, equal to float rounding.)
+#[test]
+fn weight_only_blocks_cut_short_and_plain_gemms_become_matmul_nbits() {
+    use mppq_api::exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
+    use mppq_api::ir::{Attribute, Graph, Model, Operation, TensorData, Variable};
+    let dir = tempfile::tempdir().unwrap();
+    let values = |n: usize, seed: f32| (0..n).map(|i| (i as f32 * 0.37 + seed).sin() * 1.7).collect::<Vec<f32>>();
+    let mut g = Graph::new("ragged");
+    let x = g.add_variable(Variable::new("x")).unwrap();
+    g.add_graph_input(x).unwrap();
+    let w = g.add_initializer("w", TensorData::from_vec(vec![40, 8], &values(320, 0.1)).unwrap()).unwrap();
+    let w2 = g.add_initializer("w2", TensorData::from_vec(vec![40, 8], &values(320, 0.7)).unwrap()).unwrap();
+    let [h, r, y] = ["h", "r", "y"].map(|n| g.add_variable(Variable::new(n)).unwrap());
+    g.add_operation(Operation::new("MatMul", "mm").with_opset(17), &[Some(x), Some(w)], &[Some(h)]).unwrap();
+    g.add_operation(Operation::new("Relu", "relu").with_opset(17), &[Some(h)], &[Some(r)]).unwrap();
+    let gemm = Operation::new("Gemm", "gemm")
+        .with_opset(17)
+        .with_attr("transB", Attribute::Int(1))
+        .with_attr("beta", Attribute::Float(0.0));
+    g.add_operation(gemm, &[Some(r), Some(w2)], &[Some(y)]).unwrap();
+    g.add_graph_output(y).unwrap();
+    let model = dir.path().join("ragged.onnx");
+    mppq_onnx::save_model(&Model::new(g, 17), &model, &Default::default()).unwrap();
+    let calib = dir.path().join("calib");
+    std::fs::create_dir(&calib).unwrap();
+    for b in 0..2 {
+        let batch = TensorData::from_vec(vec![3, 40], &values(120, b as f32)).unwrap();
+        mppq_api::data::npy::write_npy(&calib.join(format!("b{b}.npy")), &batch).unwrap();
+    }
+    let mut setting = QuantizeSetting { platform: "weight-only".into(), ..Default::default() };
+    setting.quantizer.block_size = Some(32);
+    setting.exporters = Some(vec!["qdq".into()]);
+    let q = mppq_api::quantize_onnx_model(&model, &calib, setting).unwrap().quantizer;
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    q.export_to(&out).unwrap();
+    let export = mppq_api::onnx::load_model(out.join("model.qdq.onnx")).unwrap();
+    let types: Vec<&str> = export.graph.operations().map(|(_, op)| op.op_type.as_str()).collect();
+    assert_eq!(types.iter().filter(|t| **t == "MatMulNBits").count(), 2, "{types:?}");
+    let device = Device::cpu();
+    let opsets = |m: &Model| {
+        let imports = m.opset_imports.clone();
+        move |d: &str| mppq_api::ir::graph::lookup_opset(&imports, d).unwrap_or(0)
+    };
+    let sim_exec = Executor::new(&q.model.graph, &OpRegistry::builtin(), &device, &opsets(&q.model)).unwrap();
+    let ours = Executor::new(&export.graph, &OpRegistry::builtin(), &device, &opsets(&export)).unwrap();
+    let feeds = vec![("x".to_string(), Value::Tensor(Tensor::from_f32(&[3, 40], values(120, 5.0), &device)))];
+    let mut sim = QuantSimulation::new(&q.model.graph, BurnFakeQuant);
+    let a = sim_exec.run(feeds.clone(), &mut [&mut sim]).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
+    let b = ours.run(feeds, &mut []).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
+    let peak = a.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+    assert!(worst <= 1e-5 * peak, "export differs from the simulation by {worst} (peak {peak})");
+}

@@ -9,8 +9,8 @@
 //!   `block_size`) feeding the unchanged operation: standard ONNX, opset 21 (integer zero points
 //!   only).
 //!
-//! An operation `MatMulNBits` cannot express (a Gemm with `alpha`/`beta` ≠ 1, `transA`, or a
-//! bias that is not `[N]`) is written in the second form. The codes are the simulation's
+//! An operation `MatMulNBits` cannot express (a Gemm with `alpha` ≠ 1, `beta` other than 0 or 1,
+//! `transA`, or a bias that is not `[N]`) is written in the second form. The codes are the simulation's
 //! ([`mppq_ir::quant::block_code`]), so both forms compute what was simulated.
 
 use crate::error::{ExportError, Result};
@@ -86,15 +86,18 @@ fn nbits_operands(g: &Graph, id: OpId, weight_slot: usize, c: &TensorQuantConfig
         // MatMul's weight is [K, N]: blocks along axis 0.
         "MatMul" if op.domain.is_empty() && block.axis == 0 => Some((a, None)),
         "Gemm" if op.domain.is_empty() => {
-            let plain = op.attr_int("transA", 0).ok()? == 0
-                && op.attr_float("alpha", 1.0).ok()? == 1.0
-                && op.attr_float("beta", 1.0).ok()? == 1.0;
+            let plain = op.attr_int("transA", 0).ok()? == 0 && op.attr_float("alpha", 1.0).ok()? == 1.0;
             let trans_b = op.attr_int("transB", 0).ok()? != 0;
             // The weight is [N, K] with transB, else [K, N]: the blocks run along K either way.
             if !plain || block.axis != usize::from(trans_b) {
                 return None;
             }
-            let bias = op.inputs().get(2).copied().flatten();
+            // `beta` scales C: 0 drops it (exporters write `beta = 0` without C), 1 is the bias.
+            let bias = match op.attr_float("beta", 1.0).ok()? {
+                0.0 => None,
+                1.0 => op.inputs().get(2).copied().flatten(),
+                _ => return None,
+            };
             let n = g.variable(op.inputs()[1]?).ok()?.value.as_ref()?.shape()[1 - block.axis];
             let bias_ok = bias
                 .is_none_or(|b| g.variable(b).ok().and_then(|v| v.value.as_ref()).is_some_and(|t| t.shape() == [n]));

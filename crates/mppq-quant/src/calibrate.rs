@@ -107,7 +107,7 @@ pub fn quantize_parameters(graph: &mut Graph, options: &ObserverOptions) -> Resu
             continue;
         }
         if config.block.is_some() {
-            crate::blockwise::calibrate(config, &name, &t.to_f32_vec()?, t.shape())?;
+            crate::blockwise::calibrate(config, &name, &t)?;
             calibrated += 1;
             continue;
         }

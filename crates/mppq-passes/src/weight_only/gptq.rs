@@ -14,7 +14,7 @@ use burn::backend::Dispatch;
 use burn::backend::ops::FloatTensorOps;
 use mppq_exec::Tensor;
 use mppq_ir::quant::{ConfigSide, QuantizationState};
-use mppq_ir::{OpId, VarId};
+use mppq_ir::{DataType, OpId, VarId};
 use mppq_quant::blockwise::BlockScheme;
 use mppq_quant::blockwise::gptq::{GptqFactor, Hessian, gptq_blocks};
 use mppq_quant::padding::TokenPadding;
@@ -115,7 +115,13 @@ impl Pass for Gptq {
             let Some(weight) = op_params(ctx.graph, t.op)?.weight else { continue };
             let op = ctx.graph.operation(t.op).in_pass(self.name())?;
             let Some(config) = op.quant_config.as_ref().and_then(|c| c.input_configs[t.slot].clone()) else { continue };
-            let scheme = BlockScheme::of(&config, &weight.name).in_pass(self.name())?;
+            let dtype = ctx
+                .graph
+                .variable(weight.var)
+                .ok()
+                .and_then(|v| v.value.as_ref())
+                .map_or(DataType::Float, |t| t.dtype());
+            let scheme = BlockScheme::of(&config, &weight.name).in_pass(self.name())?.stored_as(dtype);
             let Some(grid) = config.block_grid(&weight.shape).in_pass(self.name())? else { continue };
             let params: fn(&[f32], BlockScheme) -> (f32, f32) = match config.observer {
                 mppq_ir::quant::ObserverKind::Hqq => mppq_quant::blockwise::hqq::block_params,

@@ -266,7 +266,13 @@ mod tests {
         }
         let runs: Vec<Vec<f32>> = (0..n).map(|_| (0..k).map(|_| rnd()).collect()).collect();
         let grid = BlockGrid::new(&[n, k], 0, QuantBlock { axis: 1, size: 32 }).unwrap();
-        let scheme = BlockScheme { bits: 4, symmetric: true, quant_min: -8, quant_max: 7 };
+        let scheme = BlockScheme {
+            bits: 4,
+            symmetric: true,
+            quant_min: -8,
+            quant_max: 7,
+            params_type: mppq_ir::DataType::Float,
+        };
         let mut h = Hessian::new(k);
         h.add_rows(&x);
         let out_err = |s: &BlockSolution| {

@@ -31,6 +31,7 @@ pub fn hqq(runs: &[Vec<f32>], grid: &BlockGrid, scheme: BlockScheme) -> BlockSol
         let mut codes = Vec::with_capacity(run.len());
         for block in run.chunks(grid.size) {
             let (scale, zero) = refine(block, kmax);
+            let (scale, zero) = scheme.stored(scale, zero);
             codes.extend(block.iter().map(|v| block_code(*v, scale, zero, scheme.quant_min, scheme.quant_max)));
             solution.scale.push(scale);
             solution.offset.push(zero);
@@ -46,7 +47,8 @@ pub fn block_params(block: &[f32], scheme: BlockScheme) -> (f32, f32) {
     if scheme.symmetric {
         return super::rtn::block_params(block, scheme);
     }
-    refine(block, ((1u32 << scheme.bits) - 1) as f32)
+    let (scale, zero) = refine(block, ((1u32 << scheme.bits) - 1) as f32);
+    scheme.stored(scale, zero)
 }
 
 /// The block's scale and refined (float) zero point.
@@ -100,7 +102,13 @@ mod tests {
         let runs: Vec<Vec<f32>> =
             (0..16).map(|_| (0..64).map(|i| rnd() + if i == 5 { 2.5 } else { 0.0 }).collect()).collect();
         let grid = BlockGrid::new(&[16, 64], 0, QuantBlock { axis: 1, size: 32 }).unwrap();
-        let scheme = BlockScheme { bits: 4, symmetric: false, quant_min: 0, quant_max: 15 };
+        let scheme = BlockScheme {
+            bits: 4,
+            symmetric: false,
+            quant_min: 0,
+            quant_max: 15,
+            params_type: mppq_ir::DataType::Float,
+        };
         let error = |s: &BlockSolution| {
             let dq = s.dequantized(&grid);
             dq.iter().zip(&runs).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| f64::from((x - y).abs()))).sum::<f64>()

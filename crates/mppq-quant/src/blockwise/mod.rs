@@ -11,6 +11,7 @@ pub mod hqq;
 pub mod rtn;
 
 use crate::error::{QuantError, Result};
+use mppq_ir::DataType;
 use mppq_ir::quant::{BlockGrid, ObserverKind, QuantizationState, TensorQuantConfig, block_value};
 
 /// The integer scheme of a block config: codes `q` in `[quant_min, quant_max]` (signed and
@@ -21,6 +22,10 @@ pub struct BlockScheme {
     pub symmetric: bool,
     pub quant_min: i64,
     pub quant_max: i64,
+    /// The float type the parameters are stored in (the weight's: `MatMulNBits` and
+    /// `DequantizeLinear` take the scales in the model's float type); every algorithm rounds its
+    /// scales and zero points to it, so what is simulated is what a float16 model stores.
+    pub params_type: DataType,
 }
 
 impl BlockScheme {
@@ -41,12 +46,38 @@ impl BlockScheme {
                 ),
             });
         }
-        Ok(Self { bits, symmetric, quant_min: config.quant_min, quant_max: config.quant_max })
+        Ok(Self {
+            bits,
+            symmetric,
+            quant_min: config.quant_min,
+            quant_max: config.quant_max,
+            params_type: DataType::Float,
+        })
     }
 
-    /// The unsigned code ONNX Runtime stores for `q` (symmetric codes are shifted by `2^(b−1)`).
-    pub fn stored(&self, q: i32) -> u8 {
-        if self.symmetric { (q + (1 << (self.bits - 1))) as u8 } else { q as u8 }
+    /// The same scheme with parameters stored in `dtype` (float16/bfloat16 weights).
+    pub fn stored_as(self, dtype: DataType) -> Self {
+        Self {
+            params_type: if matches!(dtype, DataType::Float16 | DataType::BFloat16) { dtype } else { DataType::Float },
+            ..self
+        }
+    }
+
+    /// `(scale, offset)` as the parameters' type holds them: rounded to float16/bfloat16 (a
+    /// scale never to 0), unchanged for float32. Integer zero points are exact in every type.
+    pub fn stored(&self, scale: f32, offset: f32) -> (f32, f32) {
+        let round = |v: f32| match self.params_type {
+            DataType::Float16 => half::f16::from_f32(v).to_f32(),
+            DataType::BFloat16 => half::bf16::from_f32(v).to_f32(),
+            _ => v,
+        };
+        let smallest = match self.params_type {
+            DataType::Float16 => half::f16::MIN_POSITIVE.to_f32(),
+            DataType::BFloat16 => half::bf16::MIN_POSITIVE.to_f32(),
+            _ => f32::MIN_POSITIVE,
+        };
+        let s = round(scale);
+        (if s == 0.0 { smallest.copysign(scale) } else { s }, round(offset))
     }
 }
 
@@ -81,8 +112,9 @@ impl BlockSolution {
 /// Calibrates a block-wise weight config from the weight's values, data-free, by its observer:
 /// `minmax` is [`rtn::rtn`] (ONNX Runtime's round to nearest), `hqq` is [`hqq::hqq`]. The
 /// data-aware algorithms (GPTQ) are passes that run after it.
-pub fn calibrate(config: &mut TensorQuantConfig, variable: &str, values: &[f32], shape: &[usize]) -> Result<()> {
-    let scheme = BlockScheme::of(config, variable)?;
+pub fn calibrate(config: &mut TensorQuantConfig, variable: &str, weight: &mppq_ir::TensorData) -> Result<()> {
+    let scheme = BlockScheme::of(config, variable)?.stored_as(weight.dtype());
+    let (values, shape) = (&weight.to_f32_vec()?, weight.shape());
     let grid = config.block_grid(shape)?.ok_or_else(|| QuantError::ConfigMismatch {
         variable: variable.into(),
         observer: "block-wise quantization",

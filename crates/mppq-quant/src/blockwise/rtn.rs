@@ -47,7 +47,7 @@ pub fn block_params(block: &[f32], scheme: BlockScheme) -> (f32, f32) {
         let zp = if scale != 0.0 { -lo / scale } else { lo };
         (scale, zp.clamp(0.0, kmax).round())
     };
-    (if scale != 0.0 { scale } else { 1.0 }, offset)
+    scheme.stored(if scale != 0.0 { scale } else { 1.0 }, offset)
 }
 
 #[cfg(test)]
@@ -57,7 +57,7 @@ mod tests {
 
     fn scheme(symmetric: bool) -> BlockScheme {
         let (quant_min, quant_max) = if symmetric { (-8, 7) } else { (0, 15) };
-        BlockScheme { bits: 4, symmetric, quant_min, quant_max }
+        BlockScheme { bits: 4, symmetric, quant_min, quant_max, params_type: mppq_ir::DataType::Float }
     }
 
     /// Figures from ONNX Runtime 1.31's `quantize_matmul_4bits` on the same block.

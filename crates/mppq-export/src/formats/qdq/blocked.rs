@@ -142,13 +142,15 @@ pub fn to_matmul_nbits(g: &mut Graph, accuracy_level: Option<i64>) -> Result<usi
             }
         }
         let packed = TensorData::from_packed(DataType::Uint8, vec![grid.channels, grid.blocks, blob], packed)?;
-        let scales = TensorData::from_vec(vec![grid.channels, grid.blocks], &c.scale)?;
+        // Scales (and float zero points) in the model's float type: MatMulNBits binds them to A's.
+        let float_type = if value.dtype().is_float() { value.dtype() } else { DataType::Float };
+        let scales = TensorData::from_f32_as(float_type, vec![grid.channels, grid.blocks], &c.scale)?;
         let float_zero_points = c.offset.iter().any(|o| o.fract() != 0.0);
         let zero_points = if c.policy.is_symmetric() {
             None
         } else if float_zero_points {
             // Refined zero points (HQQ): MatMulNBits takes them in the scales' type.
-            Some(TensorData::from_vec(vec![grid.channels, grid.blocks], &c.offset)?)
+            Some(TensorData::from_f32_as(float_type, vec![grid.channels, grid.blocks], &c.offset)?)
         } else {
             let row = (grid.blocks * bits).div_ceil(8);
             let mut zp = vec![0u8; grid.channels * row];

@@ -609,16 +609,16 @@ fn insert_pairs(g: &mut Graph, options: &QdqOptions, opset: i64) -> Result<()> {
     Ok(())
 }
 
-/// Writes one parameter: int initializer + DQ, Q/DQ on the float value, or (bias with
-/// `quantize_bias` off) the fake-quantized float values. Returns what the consumer reads.
 /// A block-wise weight as its codes + opset 21's blocked `DequantizeLinear`.
 fn export_blocked(g: &mut Graph, s: &Site, base: &str, data: &[f32], shape: &[usize], opset: i64) -> Result<VarId> {
     let (grid, codes) = blocked_codes(data, shape, &s.config).map_err(|m| unsupported(g, s.op, s.var, m))?;
     let (pshape, scale, zp) = blocked_params_shape(shape, &s.config, &grid);
     let q = int_tensor(s.format.dtype, shape.to_vec(), &codes)?;
     let qv = g.add_initializer(g.fresh_var_name(&format!("{base}_quantized")), q)?;
-    let sc =
-        g.add_initializer(g.fresh_var_name(&format!("{base}_scale")), TensorData::from_vec(pshape.clone(), &scale)?)?;
+    // The scale's type is DequantizeLinear's output type: the weight's own.
+    let float_type = g.variable(s.var)?.value.as_ref().map_or(DataType::Float, |t| t.dtype());
+    let scale = TensorData::from_f32_as(float_type, pshape.clone(), &scale)?;
+    let sc = g.add_initializer(g.fresh_var_name(&format!("{base}_scale")), scale)?;
     let mut inputs = vec![Some(qv), Some(sc)];
     if !s.config.policy.is_symmetric() {
         inputs.push(Some(g.add_initializer(
@@ -636,6 +636,8 @@ fn export_blocked(g: &mut Graph, s: &Site, base: &str, data: &[f32], shape: &[us
     Ok(dst)
 }
 
+/// Writes one parameter: int initializer + DQ, Q/DQ on the float value, or (bias with
+/// `quantize_bias` off) the fake-quantized float values. Returns what the consumer reads.
 fn export_parameter(g: &mut Graph, s: &Site, options: &QdqOptions, opset: i64) -> Result<VarId> {
     let v = g.variable(s.var)?;
     let base = v.name.clone();

@@ -302,7 +302,7 @@ fn dispatch_preview_is_the_dispatch_quantize_decides() {
 /// same exports: `qdq-check --setting xtask/settings/weight-only-*.toml`, CI.)
 #[test]
 fn weight_only_exports_run_as_simulated() {
-    use mppq_api::exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
+    use mppq_api::exec::{Device, Tensor, Value};
     for (symmetric, form) in [(false, "matmul_nbits"), (true, "matmul_nbits"), (true, "dequantize_linear")] {
         let mut setting = QuantizeSetting { platform: "weight-only".into(), ..Default::default() };
         setting.quantizer.block_size = Some(32);
@@ -339,26 +339,10 @@ fn weight_only_exports_run_as_simulated() {
             assert!(export.opset("").unwrap() >= 21, "blocked DequantizeLinear needs opset 21");
         }
         let device = Device::cpu();
-        let opsets = |m: &mppq_api::ir::Model| {
-            let imports = m.opset_imports.clone();
-            move |d: &str| mppq_api::ir::graph::lookup_opset(&imports, d).unwrap_or(0)
-        };
-        let sim_exec = Executor::new(g, &OpRegistry::builtin(), &device, &opsets(&q.model)).unwrap();
-        let ours = Executor::new(&export.graph, &OpRegistry::builtin(), &device, &opsets(&export)).unwrap();
         let batch = mppq_api::data::npy::read_npz(&testdata().join("tiny_transformer_calib/batch_000.npz")).unwrap();
         let feeds: Vec<(String, Value)> =
             batch.into_iter().map(|(n, d)| (n, Value::Tensor(Tensor::from_data(&d, &device).unwrap()))).collect();
-        let mut sim = QuantSimulation::new(g, BurnFakeQuant);
-        let simulated = sim_exec.run(feeds.clone(), &mut [&mut sim]).unwrap();
-        let exported = ours.run(feeds, &mut []).unwrap();
-        let (a, b) =
-            (simulated[0].1.as_tensor().unwrap().to_f32_vec(), exported[0].1.as_tensor().unwrap().to_f32_vec());
-        let peak = a.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-        assert!(
-            worst <= 1e-4 * peak,
-            "{form} symmetric={symmetric}: export differs from the simulation by {worst} (peak {peak})"
-        );
+        assert_export_is_simulation(&q, &export, feeds, 1e-4, &format!("{form} symmetric={symmetric}"));
     }
 }
 
@@ -368,7 +352,6 @@ fn weight_only_exports_run_as_simulated() {
 /// (ONNX Runtime on the same file: `docs/weight-only.md`, equal to float rounding.)
 #[test]
 fn weight_only_blocks_cut_short_and_plain_gemms_become_matmul_nbits() {
-    use mppq_api::exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
     use mppq_api::ir::{Attribute, Graph, Model, Operation, TensorData, Variable};
     let dir = tempfile::tempdir().unwrap();
     let values = |n: usize, seed: f32| (0..n).map(|i| (i as f32 * 0.37 + seed).sin() * 1.7).collect::<Vec<f32>>();
@@ -404,20 +387,9 @@ fn weight_only_blocks_cut_short_and_plain_gemms_become_matmul_nbits() {
     let export = mppq_api::onnx::load_model(out.join("model.qdq.onnx")).unwrap();
     let types: Vec<&str> = export.graph.operations().map(|(_, op)| op.op_type.as_str()).collect();
     assert_eq!(types.iter().filter(|t| **t == "MatMulNBits").count(), 2, "{types:?}");
-    let device = Device::cpu();
-    let opsets = |m: &Model| {
-        let imports = m.opset_imports.clone();
-        move |d: &str| mppq_api::ir::graph::lookup_opset(&imports, d).unwrap_or(0)
-    };
-    let sim_exec = Executor::new(&q.model.graph, &OpRegistry::builtin(), &device, &opsets(&q.model)).unwrap();
-    let ours = Executor::new(&export.graph, &OpRegistry::builtin(), &device, &opsets(&export)).unwrap();
-    let feeds = vec![("x".to_string(), Value::Tensor(Tensor::from_f32(&[3, 40], values(120, 5.0), &device)))];
-    let mut sim = QuantSimulation::new(&q.model.graph, BurnFakeQuant);
-    let a = sim_exec.run(feeds.clone(), &mut [&mut sim]).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
-    let b = ours.run(feeds, &mut []).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
-    let peak = a.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-    assert!(worst <= 1e-5 * peak, "export differs from the simulation by {worst} (peak {peak})");
+    let device = mppq_api::exec::Device::cpu();
+    let x = mppq_api::exec::Tensor::from_f32(&[3, 40], values(120, 5.0), &device);
+    assert_export_is_simulation(&q, &export, vec![("x".to_string(), mppq_api::exec::Value::Tensor(x))], 1e-5, "ragged");
 }
 
 /// `weight-only` on a float16 model: the block scales are float16 values (what `MatMulNBits`
@@ -426,7 +398,6 @@ fn weight_only_blocks_cut_short_and_plain_gemms_become_matmul_nbits() {
 /// the simulation's figure; `docs/weight-only.md`.)
 #[test]
 fn weight_only_float16_models_keep_their_scales_in_float16() {
-    use mppq_api::exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation, Tensor, Value};
     use mppq_api::ir::{DataType, Graph, Model, Operation, TensorData, Variable};
     let dir = tempfile::tempdir().unwrap();
     let values = |n: usize, seed: f32| (0..n).map(|i| (i as f32 * 0.37 + seed).sin() * 1.7).collect::<Vec<f32>>();
@@ -464,20 +435,40 @@ fn weight_only_float16_models_keep_their_scales_in_float16() {
         let var = export.graph.variable(nbits.inputs()[slot].unwrap()).unwrap();
         assert_eq!(var.value.as_ref().unwrap().dtype(), DataType::Float16, "input {slot} of MatMulNBits");
     }
+    let device = mppq_api::exec::Device::cpu();
+    let x = mppq_api::exec::Tensor::from_data(&batch(7.0), &device).unwrap();
+    // Float16 arithmetic: the simulated MatMul runs in float16, the MatMulNBits kernel (as ONNX
+    // Runtime's on x86) in float32 on the same codes; they differ by float16 rounding (K = 64).
+    assert_export_is_simulation(
+        &q,
+        &export,
+        vec![("x".to_string(), mppq_api::exec::Value::Tensor(x))],
+        1e-2,
+        "float16",
+    );
+}
+
+/// Runs `feeds` through the simulation of `q`'s model and through `export` in our executor, and
+/// asserts the first outputs agree within `tolerance` of the simulated peak.
+fn assert_export_is_simulation(
+    q: &mppq_api::ModelQuantizer,
+    export: &mppq_api::ir::Model,
+    feeds: Vec<(String, mppq_api::exec::Value)>,
+    tolerance: f32,
+    what: &str,
+) {
+    use mppq_api::exec::{BurnFakeQuant, Device, Executor, OpRegistry, QuantSimulation};
     let device = Device::cpu();
-    let opsets = |m: &Model| {
+    let opsets = |m: &mppq_api::ir::Model| {
         let imports = m.opset_imports.clone();
         move |d: &str| mppq_api::ir::graph::lookup_opset(&imports, d).unwrap_or(0)
     };
     let sim_exec = Executor::new(&q.model.graph, &OpRegistry::builtin(), &device, &opsets(&q.model)).unwrap();
-    let ours = Executor::new(&export.graph, &OpRegistry::builtin(), &device, &opsets(&export)).unwrap();
-    let feeds = vec![("x".to_string(), Value::Tensor(Tensor::from_data(&batch(7.0), &device).unwrap()))];
+    let ours = Executor::new(&export.graph, &OpRegistry::builtin(), &device, &opsets(export)).unwrap();
     let mut sim = QuantSimulation::new(&q.model.graph, BurnFakeQuant);
     let a = sim_exec.run(feeds.clone(), &mut [&mut sim]).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
     let b = ours.run(feeds, &mut []).unwrap()[0].1.as_tensor().unwrap().to_f32_vec();
     let peak = a.iter().fold(0f32, |m, v| m.max(v.abs()));
     let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-    // Float16 arithmetic: the simulated MatMul runs in float16, the MatMulNBits kernel (as ONNX
-    // Runtime's on x86) in float32 on the same codes; they differ by float16 rounding (K = 64).
-    assert!(worst <= 1e-2 * peak, "export differs from the simulation by {worst} (peak {peak})");
+    assert!(worst <= tolerance * peak, "{what}: export differs from the simulation by {worst} (peak {peak})");
 }

@@ -123,7 +123,7 @@ impl Pass for Gptq {
                 .map_or(DataType::Float, |t| t.dtype());
             let scheme = BlockScheme::of(&config, &weight.name).in_pass(self.name())?.stored_as(dtype);
             let Some(grid) = config.block_grid(&weight.shape).in_pass(self.name())? else { continue };
-            let params: fn(&[f32], BlockScheme) -> (f32, f32) = match config.observer {
+            let params: mppq_quant::blockwise::BlockParams = match config.observer {
                 mppq_ir::quant::ObserverKind::Hqq => mppq_quant::blockwise::hqq::block_params,
                 _ => mppq_quant::blockwise::rtn::block_params,
             };

@@ -206,7 +206,7 @@ pub fn gptq_blocks(
     grid: &BlockGrid,
     scheme: BlockScheme,
     factor: &GptqFactor,
-    params: fn(&[f32], BlockScheme) -> (f32, f32),
+    params: super::BlockParams,
 ) -> Option<BlockSolution> {
     let k = grid.run;
     if factor.k != k {

@@ -8,7 +8,7 @@
 //! `MatMulNBits` (zero points in the scales' type); opset 21's `DequantizeLinear` cannot hold them.
 
 use super::{BlockScheme, BlockSolution};
-use mppq_ir::quant::{BlockGrid, block_code};
+use mppq_ir::quant::BlockGrid;
 
 const ITERATIONS: usize = 20;
 const LP_NORM: f32 = 0.7;
@@ -18,27 +18,7 @@ const KAPPA: f32 = 1.01;
 /// HQQ of every block of `runs` (`[channels][run]`, laid out by `grid`); round to nearest for a
 /// symmetric scheme.
 pub fn hqq(runs: &[Vec<f32>], grid: &BlockGrid, scheme: BlockScheme) -> BlockSolution {
-    if scheme.symmetric {
-        return super::rtn::rtn(runs, grid, scheme);
-    }
-    let kmax = ((1u32 << scheme.bits) - 1) as f32;
-    let mut solution = BlockSolution {
-        scale: Vec::with_capacity(grid.params()),
-        offset: Vec::with_capacity(grid.params()),
-        codes: Vec::with_capacity(runs.len()),
-    };
-    for run in runs {
-        let mut codes = Vec::with_capacity(run.len());
-        for block in run.chunks(grid.size) {
-            let (scale, zero) = refine(block, kmax);
-            let (scale, zero) = scheme.stored(scale, zero);
-            codes.extend(block.iter().map(|v| block_code(*v, scale, zero, scheme.quant_min, scheme.quant_max)));
-            solution.scale.push(scale);
-            solution.offset.push(zero);
-        }
-        solution.codes.push(codes);
-    }
-    solution
+    super::solve_blocks(runs, grid, scheme, block_params)
 }
 
 /// HQQ's scale and refined zero point of one block (RTN's for a symmetric scheme): what GPTQ

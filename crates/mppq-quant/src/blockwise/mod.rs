@@ -12,7 +12,7 @@ pub mod rtn;
 
 use crate::error::{QuantError, Result};
 use mppq_ir::DataType;
-use mppq_ir::quant::{BlockGrid, ObserverKind, QuantizationState, TensorQuantConfig, block_value};
+use mppq_ir::quant::{BlockGrid, ObserverKind, QuantizationState, TensorQuantConfig, block_code, block_value};
 
 /// The integer scheme of a block config: codes `q` in `[quant_min, quant_max]` (signed and
 /// symmetric, or unsigned with a zero point), dequantized as `(q − offset) · scale`.
@@ -80,6 +80,31 @@ impl BlockScheme {
         (if s == 0.0 { smallest.copysign(scale) } else { s }, round(offset))
     }
 }
+
+/// Every block of `runs` (`[channels][run]`) with the scale and offset `params` finds for it, each
+/// element at its code ([`mppq_ir::quant::block_code`]): the data-free algorithms (RTN, HQQ).
+pub fn solve_blocks(runs: &[Vec<f32>], grid: &BlockGrid, scheme: BlockScheme, params: BlockParams) -> BlockSolution {
+    let mut solution = BlockSolution {
+        scale: Vec::with_capacity(grid.params()),
+        offset: Vec::with_capacity(grid.params()),
+        codes: Vec::with_capacity(runs.len()),
+    };
+    for run in runs {
+        let mut codes = Vec::with_capacity(run.len());
+        for block in run.chunks(grid.size) {
+            let (scale, offset) = params(block, scheme);
+            codes.extend(block.iter().map(|v| block_code(*v, scale, offset, scheme.quant_min, scheme.quant_max)));
+            solution.scale.push(scale);
+            solution.offset.push(offset);
+        }
+        solution.codes.push(codes);
+    }
+    solution
+}
+
+/// How one block's `(scale, offset)` is found from its values ([`rtn::block_params`],
+/// [`hqq::block_params`]); GPTQ calls it on each block as its walk reaches it.
+pub type BlockParams = fn(&[f32], BlockScheme) -> (f32, f32);
 
 /// Every block's scale and offset (channel-major, `c · blocks + b`) and every element's code,
 /// per channel run.

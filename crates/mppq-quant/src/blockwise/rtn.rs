@@ -11,26 +11,11 @@
 //! the same codes, so the dequantized values (all 0) are the same and the config stays valid.
 
 use super::{BlockScheme, BlockSolution};
-use mppq_ir::quant::{BlockGrid, block_code};
+use mppq_ir::quant::BlockGrid;
 
 /// ORT's RTN of every block of `runs` (`[channels][run]`, laid out by `grid`).
 pub fn rtn(runs: &[Vec<f32>], grid: &BlockGrid, scheme: BlockScheme) -> BlockSolution {
-    let mut solution = BlockSolution {
-        scale: Vec::with_capacity(grid.params()),
-        offset: Vec::with_capacity(grid.params()),
-        codes: Vec::with_capacity(runs.len()),
-    };
-    for run in runs {
-        let mut codes = Vec::with_capacity(run.len());
-        for block in run.chunks(grid.size) {
-            let (scale, offset) = block_params(block, scheme);
-            codes.extend(block.iter().map(|v| block_code(*v, scale, offset, scheme.quant_min, scheme.quant_max)));
-            solution.scale.push(scale);
-            solution.offset.push(offset);
-        }
-        solution.codes.push(codes);
-    }
-    solution
+    super::solve_blocks(runs, grid, scheme, block_params)
 }
 
 /// ORT's scale and zero point (offset) of one block (scale 1 for a block of zeros).

@@ -106,9 +106,9 @@ impl Pass for Gptq {
         // One factor per input (Q, K and V read the same one), layers solved in parallel.
         let damp = self.setting.damp;
         let factors: HashMap<VarId, GptqFactor> = hessians
-            .par_iter()
+            .into_par_iter()
             .filter(|(_, h)| h.rows > 0)
-            .filter_map(|(var, h)| Some((*var, GptqFactor::new(h, damp)?)))
+            .filter_map(|(var, h)| Some((var, GptqFactor::new(&h, damp)?)))
             .collect();
         let mut work = Vec::new();
         for t in &targets {

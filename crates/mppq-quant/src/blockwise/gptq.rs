@@ -135,6 +135,7 @@ fn inverse_upper_factor(mut h: Vec<f64>, k: usize) -> Option<Vec<f64>> {
             hinv[j * k + i] = v;
         }
     }
+    drop((h, inv_lt));
     if !cholesky(&mut hinv, k) {
         return None;
     }

@@ -55,6 +55,7 @@ pub struct PipelineSetting {
     pub block_reconstruction: ReconstructionSetting,
     pub lsq: ReconstructionSetting,
     pub gptq: crate::weight_only::gptq::GptqSetting,
+    pub awq: crate::weight_only::awq::AwqSetting,
 }
 
 /// The guard of the optimisation passes (see `mppq_passes::runtime::guard`).
@@ -94,6 +95,7 @@ pub const PASS_LEVELS: &[(&str, u8)] = &[
     ("block_reconstruction", 3),
     ("lsq", BY_NAME_ONLY),
     ("gptq", 1),
+    ("awq", BY_NAME_ONLY),
 ];
 
 /// The highest `optimize` level.
@@ -124,6 +126,7 @@ impl Default for PipelineSetting {
             block_reconstruction: ReconstructionSetting::default(),
             lsq: ReconstructionSetting::default(),
             gptq: Default::default(),
+            awq: Default::default(),
         }
     }
 }

@@ -49,24 +49,30 @@ impl Default for SmoothQuantSetting {
 
 /// One activation and the weighted operations that read it.
 #[derive(Clone, Debug)]
-struct Target {
-    activation: VarId,
-    readers: Vec<(OpId, ParamView, InputChannels)>,
+pub(crate) struct Target {
+    pub(crate) activation: VarId,
+    pub(crate) readers: Vec<(OpId, ParamView, InputChannels)>,
     /// Whether every reader of the activation is smoothed.
-    all_readers: bool,
+    pub(crate) all_readers: bool,
 }
 
 /// Activations read, in slot 0, by quantized MatMul/Gemm operations with a weight initializer of
 /// their own. The activation must be quantized: with a float activation (weight-only
 /// quantization) there is no activation difficulty to move into the weight.
 fn find_targets(graph: &Graph) -> Vec<Target> {
+    find_targets_where(graph, |op| {
+        op.quant_config.as_ref().is_some_and(|c| c.input_configs.first().is_some_and(Option::is_some))
+    })
+}
+
+/// Activations read, in slot 0, by MatMul/Gemm operations with a weight initializer of their own
+/// that `reads` accepts (SmoothQuant: a quantized activation; AWQ: a block-wise weight).
+pub(crate) fn find_targets_where(graph: &Graph, reads: impl Fn(&mppq_ir::Operation) -> bool) -> Vec<Target> {
     let mut targets: Vec<Target> = Vec::new();
     for (id, op) in graph.operations() {
         // A dense weighted linear operation (MatMul, Gemm): no convolution.
         let roles = op_roles(op);
-        let quantized_input =
-            op.quant_config.as_ref().is_some_and(|c| c.input_configs.first().is_some_and(Option::is_some));
-        if !roles.is(OpClass::WeightedLinear) || roles.is(OpClass::Convolution) || !quantized_input {
+        if !roles.is(OpClass::WeightedLinear) || roles.is(OpClass::Convolution) || !reads(op) {
             continue;
         }
         let Some(Some(x)) = op.inputs().first().copied() else { continue };
@@ -182,7 +188,7 @@ fn smoothing_scales(act: &[f32], weight_max: &[f32], alpha: f32) -> Vec<f32> {
 }
 
 /// Multiplies the readers' weight rows by `scales` and divides the activation by them.
-fn apply(graph: &mut Graph, target: &Target, scales: &[f32]) -> Result<()> {
+pub(crate) fn apply(graph: &mut Graph, target: &Target, scales: &[f32]) -> Result<()> {
     let name = "smooth_quant";
     for (_, weight, channels) in &target.readers {
         let mut w = weight.clone();
@@ -331,7 +337,7 @@ fn weight_bits(graph: &Graph, op: OpId) -> (u32, bool) {
 }
 
 /// Up to [`SEARCH_ROWS`] rows of `x` (`[…, K]`) from the first calibration batches.
-fn sample_rows(ctx: &mut PassContext<'_>, x: VarId, k: usize) -> Result<Vec<f32>> {
+pub(crate) fn sample_rows(ctx: &mut PassContext<'_>, x: VarId, k: usize) -> Result<Vec<f32>> {
     let exec = ctx.executor("smooth_quant")?;
     let (reader, slot) = match ctx.graph.consumers(x).first() {
         Some(op) => {

@@ -142,6 +142,10 @@ impl Pipeline {
             passes
                 .push(Box::new(SmoothQuant { setting: setting.smooth_quant.clone(), only_transformers: !smooth_all }));
         }
+        // Block-wise (weight-only) weights: activation-aware scales before they are calibrated.
+        if setting.runs("awq", setting.awq.enabled) {
+            passes.push(Box::new(crate::weight_only::awq::Awq { setting: setting.awq.clone() }));
+        }
         let mut prefetch_histograms = false;
         if setting.runs("range_search", setting.range_search.enabled) {
             let c = &setting.calibration;

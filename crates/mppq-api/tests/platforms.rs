@@ -472,3 +472,22 @@ fn assert_export_is_simulation(
     let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
     assert!(worst <= tolerance * peak, "{what}: export differs from the simulation by {worst} (peak {peak})");
 }
+
+/// Block-wise options are refused up front where they mean nothing, each with the platform that
+/// takes them: `block_size` on `default`, `hqq` for activations, `bits` on `weight-only`.
+#[test]
+fn block_wise_options_are_refused_where_they_mean_nothing() {
+    let refusal = |platform: &str, edit: &dyn Fn(&mut QuantizeSetting)| {
+        let mut setting = QuantizeSetting { platform: platform.into(), ..Default::default() };
+        edit(&mut setting);
+        mppq_api::load_quantizer(&testdata().join("tiny_transformer.onnx"), setting).err().unwrap().to_string()
+    };
+    let err = refusal("default", &|s| s.quantizer.block_size = Some(32));
+    assert!(err.contains("`block_size`") && err.contains("`weight-only`"), "{err}");
+    let err = refusal("default", &|s| s.quantizer.observer = Some(ObserverKind::Hqq));
+    assert!(err.contains("`hqq`") && err.contains("`weight-only`"), "{err}");
+    let err = refusal("weight-only", &|s| s.quantizer.bits = Some(8));
+    assert!(err.contains("`bits`") && err.contains("activations stay float"), "{err}");
+    let err = refusal("weight-only", &|s| s.quantizer.observer = Some(ObserverKind::Kl));
+    assert!(err.contains("observer = kl"), "{err}");
+}

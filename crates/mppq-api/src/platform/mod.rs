@@ -112,11 +112,24 @@ impl QuantizerOptions {
     /// honours, so an option added later is refused by every platform that does not know it,
     /// never silently ignored.
     pub fn honour_only(&self, platform: &str, honoured: &[QuantizerOption]) -> Result<()> {
+        // `hqq` calibrates block-wise weights: only a platform that has them (it honours a block
+        // size) can use it; refused here, before calibration, not when an activation meets it.
+        if self.observer == Some(mppq_ir::quant::ObserverKind::Hqq) && !honoured.contains(&QuantizerOption::BlockSize) {
+            return Err(ApiError::Setting(format!(
+                "platform `{platform}`: observer `hqq` calibrates block-wise weights only; use it with the `weight-only` platform"
+            )));
+        }
         match QuantizerOption::ALL.into_iter().find(|o| self.is_set(*o) && !honoured.contains(o)) {
-            Some(option) => Err(ApiError::Setting(format!(
-                "platform `{platform}` has a fixed `{}`; use the `lowbit` platform (or your own) to choose it",
-                option.key()
-            ))),
+            Some(option) => {
+                let hint = match option {
+                    QuantizerOption::BlockSize => "block-wise weights are the `weight-only` platform's",
+                    QuantizerOption::Bits if honoured.contains(&QuantizerOption::BlockSize) => {
+                        "its activations stay float (`weight_bits` sets the weights')"
+                    }
+                    _ => "use the `lowbit` platform (or your own) to choose it",
+                };
+                Err(ApiError::Setting(format!("platform `{platform}` has a fixed `{}`; {hint}", option.key())))
+            }
             None => Ok(()),
         }
     }

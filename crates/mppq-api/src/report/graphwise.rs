@@ -142,28 +142,27 @@ pub fn graphwise_error(
     let mut samples: Vec<PairSample> =
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
     for (b, batch) in batches.iter().enumerate() {
-        // A weight-only graph's activations are never rescaled (no pass moves scale between
-        // layers while activations stay float), so every tensor is compared with the reference
-        // model's: a weight a pass rewrote (GPTQ's codes) counts against its layer. (The
-        // reference is the graph cloned before the passes: the same operation ids.)
-        if let Some(reference) = reference.filter(|_| weight_only) {
-            let (kept, _) = Comparison::keep(reference, comparison.points(), batch.clone(), is_float)?;
-            let padding = padding.as_ref().and_then(|p| p.batch(batch));
-            let mut compare = Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b, padding };
-            comparison.simulate(batch.clone(), kept, &mut compare)??;
-            progress(b + 1, batches.len());
-            continue;
-        }
-        let (mut kept, _) = Comparison::keep(exec, comparison.points(), batch.clone(), is_float)?;
-        // Graph outputs are compared with the reference model's (internal tensors may be
-        // rescaled by equalization: those are compared with this graph's own float run).
-        if let Some(reference) = reference {
-            let outputs = reference.run(batch.clone(), &mut [])?;
-            for (entry, w) in watches.iter().enumerate().filter(|(_, w)| w.graph_output) {
-                let value = outputs.iter().find(|(n, _)| *n == w.tensor).and_then(|(_, v)| v.as_tensor());
-                kept[entry] = value.filter(|t| is_float(t)).cloned();
+        let kept = match reference {
+            // A weight-only graph's activations are never rescaled (no pass moves scale between
+            // layers while activations stay float), so every tensor is compared with the
+            // reference model's: a weight a pass rewrote (GPTQ's codes) counts against its layer.
+            // (The reference is the graph cloned before the passes: the same operation ids.)
+            Some(reference) if weight_only => {
+                Comparison::keep(reference, comparison.points(), batch.clone(), is_float)?.0
             }
-        }
+            // Graph outputs are compared with the reference model's (internal tensors may be
+            // rescaled by equalization: those are compared with this graph's own float run).
+            Some(reference) => {
+                let (mut kept, _) = Comparison::keep(exec, comparison.points(), batch.clone(), is_float)?;
+                let outputs = reference.run(batch.clone(), &mut [])?;
+                for (entry, w) in watches.iter().enumerate().filter(|(_, w)| w.graph_output) {
+                    let value = outputs.iter().find(|(n, _)| *n == w.tensor).and_then(|(_, v)| v.as_tensor());
+                    kept[entry] = value.filter(|t| is_float(t)).cloned();
+                }
+                kept
+            }
+            None => Comparison::keep(exec, comparison.points(), batch.clone(), is_float)?.0,
+        };
         let padding = padding.as_ref().and_then(|p| p.batch(batch));
         let mut compare = Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b, padding };
         comparison.simulate(batch.clone(), kept, &mut compare)??;

@@ -232,7 +232,7 @@ pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> 
                 i = chain_end;
             }
             Guard::Measure if guarded => {
-                let snapshot = ctx.graph.clone();
+                let mut snapshot = ctx.graph.clone();
                 let started = Instant::now();
                 let mut report = run_one(ctx, passes[i].as_mut(), i + 1, total)?;
                 if report.changed > 0 {
@@ -241,9 +241,9 @@ pub fn run_pipeline(ctx: &mut PassContext<'_>, passes: &mut [Box<dyn Pass>]) -> 
                     let before = match guard.current_db {
                         Some(db) => db,
                         None => {
-                            let changed = std::mem::replace(ctx.graph, snapshot.clone());
+                            std::mem::swap(ctx.graph, &mut snapshot);
                             let before = guard.current(ctx, passes[i].name());
-                            *ctx.graph = changed;
+                            std::mem::swap(ctx.graph, &mut snapshot);
                             before?
                         }
                     };

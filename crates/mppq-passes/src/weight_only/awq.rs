@@ -64,16 +64,21 @@ impl Reader {
         Some(Self { runs: grid.runs(&weight.values), grid, scheme, params })
     }
 
-    /// Squared output error over `rows` (each `k` values) when the weight is scaled by `s` per
-    /// input channel, block-quantized, and reads the activation divided by `s`.
-    fn error(&self, rows: &[f32], k: usize, s: &[f32]) -> f64 {
+    /// The float product of `rows` (each `k` values) with the weight: `[rows][out]`.
+    fn float_outputs(&self, rows: &[f32], k: usize) -> Vec<f32> {
+        rows.chunks_exact(k).flat_map(|x| self.runs.iter().map(move |w| dot(x, w))).collect()
+    }
+
+    /// Squared error against `float` ([`Self::float_outputs`]) when the weight is scaled by `s`
+    /// per input channel, block-quantized, and reads the activation divided by `s`.
+    fn error(&self, rows: &[f32], k: usize, float: &[f32], s: &[f32]) -> f64 {
         let scaled: Vec<Vec<f32>> = self.runs.iter().map(|r| r.iter().zip(s).map(|(w, s)| w * s).collect()).collect();
         let dq = solve_blocks(&scaled, &self.grid, self.scheme, self.params).dequantized(&self.grid);
         let mut error = 0f64;
-        for x in rows.chunks_exact(k) {
+        for (x, y) in rows.chunks_exact(k).zip(float.chunks_exact(dq.len())) {
             let xs: Vec<f32> = x.iter().zip(s).map(|(v, s)| v / s).collect();
-            for (w, q) in self.runs.iter().zip(&dq) {
-                let d = dot(x, w) - dot(&xs, q);
+            for (q, y) in dq.iter().zip(y) {
+                let d = y - dot(&xs, q);
                 error += f64::from(d * d);
             }
         }
@@ -133,12 +138,13 @@ impl Pass for Awq {
             for x in rows.chunks_exact(k) {
                 mean_abs.iter_mut().zip(x).for_each(|(m, v)| *m += v.abs() / n as f32);
             }
+            let float: Vec<Vec<f32>> = readers.iter().map(|r| r.float_outputs(&rows, k)).collect();
             let errors: Vec<(f32, f64)> = (0..=grid)
                 .into_par_iter()
                 .map(|step| {
                     let alpha = step as f32 / grid as f32;
                     let s = if step == 0 { vec![1.0; k] } else { factors(&mean_abs, alpha) };
-                    (alpha, readers.iter().map(|r| r.error(&rows, k, &s)).sum())
+                    (alpha, readers.iter().zip(&float).map(|(r, y)| r.error(&rows, k, y, &s)).sum())
                 })
                 .collect();
             let (alpha, best) = errors.iter().copied().fold((0.0, f64::INFINITY), |b, e| if e.1 < b.1 { e } else { b });

@@ -9,8 +9,8 @@
 use super::{BlockScheme, BlockSolution};
 use mppq_ir::quant::{BlockGrid, block_code, block_value};
 
-/// The Gram matrix `Σ x xᵀ` of input rows, accumulated (upper triangle while adding, mirrored by
-/// [`Hessian::finish`]).
+/// The Gram matrix `Σ x xᵀ` of input rows, accumulated in f64 from Gram matrices computed
+/// elsewhere (the pass uses the executor's GEMM); [`Hessian::finish`] reads its upper triangle.
 #[derive(Clone, Debug)]
 pub struct Hessian {
     pub k: usize,
@@ -23,42 +23,12 @@ impl Hessian {
         Self { k, sum: vec![0.0; k * k], rows: 0 }
     }
 
-    /// Adds rows of `k` values each (`values.len()` a multiple of `k`).
-    pub fn add_rows(&mut self, values: &[f32]) {
-        let k = self.k;
-        // f32 products of a few rows, summed into f64 per batch of rows: vectorised inner loop.
-        let mut acc = vec![0f32; k * k];
-        for (n, row) in values.chunks_exact(k).enumerate() {
-            for (i, xi) in row.iter().enumerate() {
-                if *xi == 0.0 {
-                    continue;
-                }
-                let dst = &mut acc[i * k + i..(i + 1) * k];
-                for (d, xj) in dst.iter_mut().zip(&row[i..]) {
-                    *d += xi * xj;
-                }
-            }
-            self.rows += 1;
-            if n % 64 == 63 {
-                self.flush(&mut acc);
-            }
-        }
-        self.flush(&mut acc);
-    }
-
     /// Adds the Gram matrix `Xᵀ X` (`k × k`, row-major) of `rows` rows computed elsewhere (a GEMM).
     pub fn add_gram(&mut self, gram: &[f32], rows: usize) {
         for (s, g) in self.sum.iter_mut().zip(gram) {
             *s += f64::from(*g);
         }
         self.rows += rows;
-    }
-
-    fn flush(&mut self, acc: &mut [f32]) {
-        for (s, a) in self.sum.iter_mut().zip(acc.iter_mut()) {
-            *s += f64::from(*a);
-            *a = 0.0;
-        }
     }
 
     /// The symmetric matrix, mean over rows.
@@ -274,8 +244,16 @@ mod tests {
             quant_max: 7,
             params_type: mppq_ir::DataType::Float,
         };
+        let mut gram = vec![0f32; k * k];
+        for row in x.chunks_exact(k) {
+            for (i, xi) in row.iter().enumerate() {
+                for (j, xj) in row.iter().enumerate() {
+                    gram[i * k + j] += xi * xj;
+                }
+            }
+        }
         let mut h = Hessian::new(k);
-        h.add_rows(&x);
+        h.add_gram(&gram, rows);
         let out_err = |s: &BlockSolution| {
             let dq = s.dequantized(&grid);
             let mut e = 0f64;

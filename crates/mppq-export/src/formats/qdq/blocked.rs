@@ -132,15 +132,16 @@ pub fn to_matmul_nbits(g: &mut Graph, accuracy_level: Option<i64>) -> Result<usi
         let data = value.to_f32_vec().map_err(|e| unsupported(g, id, w, e.to_string()))?;
         let (grid, codes) = blocked_codes(&data, value.shape(), &c).map_err(|m| unsupported(g, id, w, m))?;
         let bits = c.num_of_bits as usize;
-        let (blob, shift) = (c.block.map_or(0, |b| b.size) * bits / 8, -c.quant_min);
-        let mut packed = vec![0u8; grid.channels * grid.blocks * blob];
+        // Unsigned codes (symmetric ones shifted by 2^(b−1)) per channel, each run padded to whole
+        // blocks, packed low bits first: MatMulNBits' [N, k_blocks, block_size · bits / 8].
+        let mut stored = vec![0i64; grid.channels * grid.blocks * grid.size];
         for ch in 0..grid.channels {
             for k in 0..grid.run {
-                let stored = (codes[grid.index(ch, k)] + shift) as u8;
-                let (blk, j) = (k / grid.size, (k % grid.size) * bits);
-                packed[(ch * grid.blocks + blk) * blob + j / 8] |= stored << (j % 8);
+                stored[ch * grid.blocks * grid.size + k] = codes[grid.index(ch, k)] - c.quant_min;
             }
         }
+        let blob = grid.size * bits / 8;
+        let packed = mppq_ir::lowp::pack_sub_byte(bits as u32, &stored);
         let packed = TensorData::from_packed(DataType::Uint8, vec![grid.channels, grid.blocks, blob], packed)?;
         // Scales (and float zero points) in the model's float type: MatMulNBits binds them to A's.
         let float_type = if value.dtype().is_float() { value.dtype() } else { DataType::Float };
@@ -152,15 +153,16 @@ pub fn to_matmul_nbits(g: &mut Graph, accuracy_level: Option<i64>) -> Result<usi
             // Refined zero points (HQQ): MatMulNBits takes them in the scales' type.
             Some(TensorData::from_f32_as(float_type, vec![grid.channels, grid.blocks], &c.offset)?)
         } else {
-            let row = (grid.blocks * bits).div_ceil(8);
-            let mut zp = vec![0u8; grid.channels * row];
-            for ch in 0..grid.channels {
-                for blk in 0..grid.blocks {
-                    let bit = blk * bits;
-                    zp[ch * row + bit / 8] |= (c.offset[ch * grid.blocks + blk] as u8) << (bit % 8);
-                }
-            }
-            Some(TensorData::from_packed(DataType::Uint8, vec![grid.channels * row], zp)?)
+            // Packed per channel: each channel's row starts on a byte.
+            let zp: Vec<u8> = c
+                .offset
+                .chunks(grid.blocks)
+                .flat_map(|row| {
+                    mppq_ir::lowp::pack_sub_byte(bits as u32, &row.iter().map(|o| *o as i64).collect::<Vec<_>>())
+                })
+                .collect();
+            let len = zp.len();
+            Some(TensorData::from_packed(DataType::Uint8, vec![len], zp)?)
         };
         let b = g.add_initializer(g.fresh_var_name(&format!("{base}_Q{bits}")), packed)?;
         let s = g.add_initializer(g.fresh_var_name(&format!("{base}_scales")), scales)?;

@@ -154,6 +154,7 @@ impl Executor {
         captured: &HashMap<String, Value>,
         hooks: &mut [&mut dyn ExecHook],
     ) -> Result<Vec<(String, Value)>> {
+        crate::cancel::check()?;
         let slot_of = |name: &str| self.slot_names.iter().position(|n| n == name);
         let wanted_slots: Vec<usize> = wanted
             .iter()

@@ -29,6 +29,9 @@ pub enum ExecError {
         "node `{node}` ({op_type}) not run: the device is unusable after an earlier backend failure ({cause}); restart the process or use the cpu device"
     )]
     DevicePoisoned { node: String, op_type: String, cause: String },
+    /// A stop was asked for ([`crate::cancel::request_stop`]; Ctrl-C in the Python binding).
+    #[error("stopped on request before the run finished (nothing was written)")]
+    Stopped,
     #[error(transparent)]
     Ir(#[from] IrError),
 }

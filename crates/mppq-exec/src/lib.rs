@@ -17,6 +17,8 @@
 //!   turns on; page faults were a third of a quantize's time).
 //! - [`budget`]: the largest tensor an operator may allocate from computed sizes (checked before
 //!   allocating, so an absurd size is an error naming the node, not an abort).
+//! - [`cancel`]: stopping every run from outside, between graph runs (Ctrl-C in the Python
+//!   binding).
 //! - [`cpu`]: the hand-written CPU kernels (convolution on a packed matrix product, max pooling)
 //!   and zero-copy access to the CPU backend's float32 buffers.
 //! - [`simulation`]: quantization simulation: the [`QuantSimulation`] hook, the fake-quantization
@@ -28,6 +30,7 @@
 
 pub mod allocator;
 pub mod budget;
+pub mod cancel;
 pub mod cpu;
 pub mod device;
 pub mod engine;

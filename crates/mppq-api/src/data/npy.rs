@@ -6,7 +6,8 @@ use mppq_ir::{DataType, TensorData};
 use std::io::Read;
 use std::path::Path;
 
-fn dtype_of(descr: &str) -> Option<DataType> {
+/// The dtype of a NumPy `descr` (`<f4`, `|b1`), for the dtypes mppq reads; `None` for others.
+pub fn dtype_of(descr: &str) -> Option<DataType> {
     Some(match descr {
         "<f4" => DataType::Float,
         "<f8" => DataType::Double,
@@ -24,7 +25,8 @@ fn dtype_of(descr: &str) -> Option<DataType> {
     })
 }
 
-fn descr_of(dtype: DataType) -> Option<&'static str> {
+/// The NumPy `descr` of a dtype (`<f4`), for the dtypes `.npy` files carry here.
+pub fn descr_of(dtype: DataType) -> Option<&'static str> {
     Some(match dtype {
         DataType::Float => "<f4",
         DataType::Double => "<f8",

@@ -32,6 +32,24 @@ pub fn input_files(path: &Path) -> Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
+/// Reads the model at `path` (any registered format) as `mppq run` runs it: [`prepare_for_run`].
+pub fn load_for_run(path: &Path, quant_config: Option<&Path>) -> Result<Model> {
+    let model = crate::platform::parser::parse_model(path, None)?;
+    prepare_for_run(path, model, quant_config)
+}
+
+/// Checks `model` (read from `source`) and prepares it to run as ONNX Runtime would run it: Q/DQ
+/// convolutions fused into integer kernels, and with `quant_config` (a `quant.json` written by
+/// `mppq quantize`) that quantization applied for simulation.
+pub fn prepare_for_run(source: &Path, mut model: Model, quant_config: Option<&Path>) -> Result<Model> {
+    crate::quantize::check_model(source, &model)?;
+    mppq_ir::morph::fuse_qdq_conv(&mut model.graph)?;
+    if let Some(path) = quant_config {
+        crate::quantize::apply_quant_config(&mut model, path, &Default::default())?;
+    }
+    Ok(model)
+}
+
 /// Runs `model` once on `feeds` with the built-in operators; returns the graph outputs.
 pub fn run_model(
     model: &Model,

@@ -165,13 +165,27 @@ pub fn quantize_to_dir(
     let staging = crate::staging::Staging::new(out_dir, &inputs)?;
     let mut q = load_quantizer(model_path, setting)?;
     let calib = open_calibration(&q, calib_dir, progress)?;
-    q.quantize(&calib, progress)?;
-    let mut files: Vec<(String, PathBuf)> =
-        q.export_to(staging.path())?.into_iter().map(|a| (a.what, a.path)).collect();
-    let analysis = run_analysis(&q, &calib, progress)?;
-    files.extend(write_reports(&analysis, staging.path())?);
-    let files = staging.commit(files)?;
-    Ok(summary(&q, &calib, Some(analysis), files, started))
+    let mut job = quantize_into(&mut q, &calib, staging.path(), progress, started)?;
+    job.files = staging.commit(std::mem::take(&mut job.files))?;
+    Ok(job)
+}
+
+/// The work of [`quantize_to_dir`] once the model and the data are read: quantize `q` on
+/// `calib`, run the exporters into `dir`, write the report there. The files are listed in the
+/// summary; `started` times the job. Used as it is by callers that read their data otherwise
+/// (the Python binding).
+pub fn quantize_into(
+    q: &mut ModelQuantizer,
+    calib: &CalibrationSet,
+    dir: &Path,
+    progress: &mut dyn ProgressSink,
+    started: std::time::Instant,
+) -> Result<JobSummary> {
+    q.quantize(calib, progress)?;
+    let mut files: Vec<(String, PathBuf)> = q.export_to(dir)?.into_iter().map(|a| (a.what, a.path)).collect();
+    let analysis = run_analysis(q, calib, progress)?;
+    files.extend(write_reports(&analysis, dir)?);
+    Ok(summary(q, calib, Some(analysis), files, started))
 }
 
 /// `mppq analyse`: quantize in memory (or apply `quant_config`), then analyse; with `out_dir`,

@@ -15,7 +15,7 @@ pub mod setting;
 
 pub use admission::{check_model, ignored_scope};
 pub use control_flow::count_quantized;
-pub use jobs::{JobSummary, analyse_model, quantize_to_dir, run_analysis};
+pub use jobs::{JobSummary, analyse_model, quantize_into, quantize_to_dir, run_analysis};
 pub use reapply::apply_quant_config;
 
 use crate::data::calib::CalibrationSet;
@@ -69,9 +69,26 @@ pub fn load_quantizer(model_path: &Path, setting: QuantizeSetting) -> Result<Mod
     setting.validate()?;
     let platform = platform_by_name(&setting.platform)?;
     let model = platform.parse(model_path, setting.weights.as_deref())?;
-    check_model(model_path, &model)?;
-    check_not_quantized(model_path, &model)?;
-    check_weights(model_path, &model)?;
+    admit_quantizer(model_path, platform, model, setting)
+}
+
+/// [`load_quantizer`] for a model already in memory (bytes given by a caller, say): the same
+/// admission checks, with `source` naming it in errors.
+pub fn quantizer_for_model(source: &Path, model: Model, setting: QuantizeSetting) -> Result<ModelQuantizer> {
+    setting.validate()?;
+    let platform = platform_by_name(&setting.platform)?;
+    admit_quantizer(source, platform, model, setting)
+}
+
+fn admit_quantizer(
+    source: &Path,
+    platform: Arc<dyn Platform>,
+    model: Model,
+    setting: QuantizeSetting,
+) -> Result<ModelQuantizer> {
+    check_model(source, &model)?;
+    check_not_quantized(source, &model)?;
+    check_weights(source, &model)?;
     ModelQuantizer::new(platform, model, setting)
 }
 

@@ -157,6 +157,27 @@ impl QuantizeSetting {
         Ok(())
     }
 
+    /// This setting with `patch` laid over it: each key of `patch` replaces the same key here,
+    /// tables merge key by key (what the Python binding's keyword arguments and setting dicts
+    /// do to a setting file). Unknown keys and wrong types are refused as in a setting file.
+    pub fn with_patch(&self, patch: &serde_json::Value) -> Result<Self> {
+        fn lay_over(base: &mut serde_json::Value, patch: &serde_json::Value) {
+            match (base, patch) {
+                (serde_json::Value::Object(base), serde_json::Value::Object(patch)) => {
+                    for (key, value) in patch {
+                        lay_over(base.entry(key.clone()).or_insert(serde_json::Value::Null), value);
+                    }
+                }
+                (base, patch) => *base = patch.clone(),
+            }
+        }
+        let mut merged = serde_json::to_value(self).map_err(|e| ApiError::Setting(e.to_string()))?;
+        lay_over(&mut merged, patch);
+        let setting: Self = serde_json::from_value(merged).map_err(|e| ApiError::Setting(e.to_string()))?;
+        setting.validate()?;
+        Ok(setting)
+    }
+
     /// The setting as TOML (what `mppq quantize --print-setting` shows).
     pub fn to_toml(&self) -> Result<String> {
         toml::to_string_pretty(self).map_err(|e| ApiError::Setting(e.to_string()))
@@ -166,6 +187,19 @@ impl QuantizeSetting {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_patch_replaces_keys_and_merges_tables() {
+        let base = QuantizeSetting { platform: "lowbit".into(), ..Default::default() };
+        let patched =
+            base.with_patch(&serde_json::json!({"pipeline": {"optimize": 2}, "ignore": ["Softmax"]})).unwrap();
+        assert_eq!(patched.platform, "lowbit");
+        assert_eq!(patched.pipeline.optimize, 2);
+        assert_eq!(patched.ignore, vec!["Softmax".to_string()]);
+        assert_eq!(patched.pipeline.calibration, base.pipeline.calibration);
+        let unknown = base.with_patch(&serde_json::json!({"pipeline": {"optimise": 2}})).unwrap_err().to_string();
+        assert!(unknown.contains("unknown field `optimise`"), "{unknown}");
+    }
 
     #[test]
     fn toml_and_json_round_trip() {

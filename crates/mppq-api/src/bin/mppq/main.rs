@@ -418,13 +418,7 @@ fn run(cli: Cli) -> Result<()> {
                 mppq_api::exec::budget::set_max_tensor_bytes(mib.saturating_mul(1 << 20));
             }
             let device = device.device()?;
-            let mut loaded = mppq_api::platform::parser::parse_model(&model, None)?;
-            mppq_api::quantize::check_model(&model, &loaded)?;
-            // A QDQ model runs as ONNX Runtime runs it: Q/DQ convolutions fused into integer kernels.
-            mppq_ir::morph::fuse_qdq_conv(&mut loaded.graph)?;
-            if let Some(path) = &quant_config {
-                mppq_api::quantize::apply_quant_config(&mut loaded, path, &Default::default())?;
-            }
+            let loaded = mppq_api::model::run::load_for_run(&model, quant_config.as_deref())?;
             // Outputs are staged and appear together at the end, never over an input.
             let staging = mppq_api::staging::Staging::new(&output, &[&model, &input])?;
             let files = mppq_api::model::run::input_files(&input)?;

@@ -11,11 +11,13 @@
 //! cache holds, not 1,000 batches.
 
 mod image;
+mod memory;
 mod raw;
 mod resample;
 pub mod signature;
 
 pub use image::{Channels, ImagePipeline, ImageSpec, Layout};
+pub use memory::MemoryBatches;
 pub use resample::{Interpolation, Pixels};
 pub use signature::InputSignature;
 
@@ -66,6 +68,8 @@ enum Source {
     Images(Vec<PathBuf>),
     /// Given in memory (always cached).
     Memory(String),
+    /// Given in memory past the cache: one `.npy` file per input in the set's temporary folder.
+    Spilled(String, Vec<(String, PathBuf)>),
 }
 
 impl Source {
@@ -77,7 +81,7 @@ impl Source {
                 [first, .., last] => format!("{} … {} ({} images)", first.display(), last.display(), files.len()),
                 [] => "(no images)".into(),
             },
-            Self::Memory(label) => label.clone(),
+            Self::Memory(label) | Self::Spilled(label, _) => label.clone(),
         }
     }
 }
@@ -90,6 +94,8 @@ pub struct CalibrationSet {
     signature: InputSignature,
     images: Option<ImagePipeline>,
     notes: Vec<String>,
+    /// The temporary folder of [`Source::Spilled`] batches, removed with the last clone.
+    spill: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 /// What a directory holds, by kind.
@@ -240,7 +246,8 @@ impl CalibrationSet {
             ));
         }
         check_options_apply(setting, &signature, &found, path)?;
-        let mut set = Self { sources: Vec::new(), cached: Vec::new(), signature, images: None, notes: Vec::new() };
+        let mut set =
+            Self { sources: Vec::new(), cached: Vec::new(), signature, images: None, notes: Vec::new(), spill: None };
         if let Some(first) = found.skipped_links.first() {
             set.notes.push(format!(
                 "{} link(s) lead to data already read and were skipped (e.g. `{first}`)",
@@ -282,6 +289,7 @@ impl CalibrationSet {
             signature: InputSignature::of(model),
             images: None,
             notes: Vec::new(),
+            spill: None,
         }
     }
 
@@ -486,6 +494,14 @@ impl CalibrationSet {
             }
             Source::Memory(label) => {
                 return Err(ApiError::Setting(format!("{label}: an in-memory batch is not in memory")));
+            }
+            Source::Spilled(label, files) => {
+                let mut batch = Vec::with_capacity(files.len());
+                for (name, file) in files {
+                    batch.push((name.clone(), crate::data::npy::read_npy(file)?));
+                }
+                self.signature.check_batch(Path::new(label), &batch)?;
+                batch
             }
         };
         let file = PathBuf::from(self.sources[index].describe());

@@ -83,7 +83,14 @@ impl InputSignature {
             Some("npy") => vec![(self.single(path, "a .npy file")?.name.clone(), crate::data::npy::read_npy(path)?)],
             _ => crate::data::npy::read_npz(path)?,
         };
-        for (name, data) in &arrays {
+        self.check_batch(path, &arrays)?;
+        Ok(arrays)
+    }
+
+    /// Checks one batch (keys = input names) against the inputs: every array feeds an input,
+    /// every input is fed, each with its declared dtype and shape. `path` names the batch.
+    pub fn check_batch(&self, path: &Path, arrays: &[(String, TensorData)]) -> Result<()> {
+        for (name, data) in arrays {
             let Some(input) = self.inputs.iter().find(|i| &i.name == name) else {
                 return Err(ApiError::data(
                     path,
@@ -95,7 +102,7 @@ impl InputSignature {
         if let Some(missing) = self.inputs.iter().find(|i| !arrays.iter().any(|(a, _)| *a == i.name)) {
             return Err(ApiError::data(path, format!("no array for input `{}`", missing.name)));
         }
-        Ok(arrays)
+        Ok(())
     }
 }
 

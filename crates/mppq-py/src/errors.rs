@@ -19,20 +19,32 @@ fn raise(class: &str, message: String) -> PyErr {
     })
 }
 
-/// The exception class an API error belongs to.
+/// The exception class an API error belongs to: by what the user must fix (the model, the data,
+/// the setting, a file), then by the stage that failed.
 fn class_of(e: &ApiError) -> &'static str {
+    use mppq_api::export::ExportError as Ex;
+    use mppq_api::onnx::OnnxError;
+    use mppq_api::passes::PassError;
     match e {
+        ApiError::Onnx(OnnxError::Read { .. } | OnnxError::Write { .. }) => "FileError",
         ApiError::Onnx(_) | ApiError::Ir(_) | ApiError::Dispatch(_) => "ModelError",
         ApiError::Exec(e) if matches!(**e, ExecError::Stopped) => "Interrupted",
         ApiError::Exec(e) if matches!(**e, ExecError::Input { .. }) => "DataError",
         ApiError::Exec(_) => "ModelError",
         ApiError::Data { .. } => "DataError",
-        ApiError::Setting(_) => "SettingError",
+        ApiError::Setting(_) | ApiError::Pass(PassError::Setting(_)) => "SettingError",
+        ApiError::Pass(PassError::Exec { source, .. }) => match **source {
+            ExecError::Stopped => "Interrupted",
+            ExecError::Unsupported { .. } | ExecError::NotImplemented { .. } => "ModelError",
+            _ => "QuantizationError",
+        },
+        ApiError::Export(Ex::Setting(_) | Ex::BadOption { .. }) => "SettingError",
+        ApiError::Export(Ex::Io { .. }) | ApiError::Io { .. } => "FileError",
+        ApiError::Export(Ex::Data { .. } | Ex::Json { .. }) => "DataError",
         ApiError::Export(_) => "ExportError",
         ApiError::Quant(_) | ApiError::Pass(_) | ApiError::Training(_) | ApiError::Analysis { .. } => {
             "QuantizationError"
         }
-        ApiError::Io { .. } => "FileError",
     }
 }
 

@@ -62,7 +62,7 @@ def to_numpy(value: Any, where: str) -> np.ndarray:
             array = np.asarray(value)
     else:
         array = np.asarray(value)
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
     if array.dtype.hasobject or array.dtype.kind in "USV":

@@ -9,22 +9,26 @@ ProgressArg = Union[bool, None, Callable[[str, int, int], Any]]
 
 
 class CallbackProgress:
-    """Calls ``callback(task, done, total)`` on every step (total 0: unknown)."""
+    """Calls ``callback(task, done, total)`` when a task begins and on every step (total 0:
+    unknown). One task at a time, as the command's bar: a task begun inside another replaces
+    it, and steps after a task finished are not reported."""
 
     def __init__(self, callback: Callable[[str, int, int], Any]) -> None:
         self._callback = callback
-        self._task, self._done, self._total = "", 0, 0
+        self._task: Optional[str] = None
+        self._done, self._total = 0, 0
 
     def begin(self, task: str, total: int) -> None:
         self._task, self._done, self._total = task, 0, total
         self._callback(task, 0, total)
 
     def advance(self, n: int) -> None:
-        self._done += n
-        self._callback(self._task, self._done, self._total)
+        if self._task is not None:
+            self._done += n
+            self._callback(self._task, self._done, self._total)
 
     def finish(self) -> None:
-        pass
+        self._task = None
 
     def note(self, text: str) -> None:
         pass

@@ -28,3 +28,39 @@ pub fn retain_freed_memory() -> bool {
         false
     }
 }
+
+/// [`retain_freed_memory`] for as long as a guard lives, in a process that is not mppq's (the
+/// Python binding: the interpreter belongs to the user). Guards nest and overlap (a count); when
+/// the last one is dropped, glibc's defaults are set back (at most 65,536 mmap'd blocks, a 128 KiB
+/// trim threshold; glibc's own threshold adjustment stays off) and the freed memory is returned
+/// to the system, so the process is as lean after the work as before it.
+#[must_use = "the setting lasts as long as the guard"]
+pub struct RetainedForJob(());
+
+static RETAINING_GUARDS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
+/// Starts a [`RetainedForJob`].
+pub fn retain_freed_memory_for_job() -> RetainedForJob {
+    let mut guards = RETAINING_GUARDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if *guards == 0 {
+        retain_freed_memory();
+    }
+    *guards += 1;
+    RetainedForJob(())
+}
+
+impl Drop for RetainedForJob {
+    fn drop(&mut self) {
+        let mut guards = RETAINING_GUARDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *guards = guards.saturating_sub(1);
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        if *guards == 0 {
+            // SAFETY: as in `retain_freed_memory`; `malloc_trim` only releases free memory.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_MAX, 65_536);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
+                libc::malloc_trim(0);
+            }
+        }
+    }
+}

@@ -40,6 +40,9 @@ pub struct Session {
     calibration: Calibration,
     /// The files the job reads (never overwritten by `save`).
     inputs: Vec<PathBuf>,
+    /// Freed memory kept for the next pass from the model's loading to the job's end, as the
+    /// `mppq` program keeps it for its whole run (`mppq_exec::allocator`).
+    memory: Option<mppq_api::exec::allocator::RetainedForJob>,
 }
 
 #[pymethods]
@@ -56,6 +59,7 @@ impl Session {
         setting_file: Option<PathBuf>,
         patch: &str,
     ) -> PyResult<Self> {
+        let memory = Some(mppq_api::exec::allocator::retain_freed_memory_for_job());
         let setting = resolve_setting(setting_file.as_deref(), patch)?;
         let mut inputs: Vec<PathBuf> = setting.weights.iter().chain(&setting.import_ranges).cloned().collect();
         let quantizer = guard(|| {
@@ -69,7 +73,7 @@ impl Session {
             .or_raise()
         })?;
         inputs.extend(model_path);
-        Ok(Self { quantizer: Some(quantizer), calibration: Calibration::None, inputs })
+        Ok(Self { quantizer: Some(quantizer), calibration: Calibration::None, inputs, memory })
     }
 
     /// The model's inputs in graph order (what a positional batch maps onto).
@@ -130,6 +134,7 @@ impl Session {
         let mut progress = PythonProgress::new(reporter);
         let job =
             guard(|| py.detach(|| quantize_into(&mut q, &calibration, dir.path(), &mut progress, started)).or_raise());
+        self.memory = None;
         let job = progress.outcome(job)?;
         Ok(Quantized { quantizer: q, dir, job, inputs: self.inputs.clone() })
     }
@@ -156,6 +161,7 @@ impl Session {
             })
             .or_raise()
         });
+        self.memory = None;
         progress.outcome(report)
     }
 }

@@ -35,7 +35,8 @@ class CallbackProgress:
 
 
 class TqdmProgress:
-    """One tqdm bar per task (notebook-aware through ``tqdm.auto``)."""
+    """One tqdm bar per task of more than one step (calibration passes, measurements, the
+    analysis; notebook-aware through ``tqdm.auto``); single-step tasks (most passes) draw none."""
 
     def __init__(self) -> None:
         from tqdm.auto import tqdm
@@ -45,7 +46,8 @@ class TqdmProgress:
 
     def begin(self, task: str, total: int) -> None:
         self.finish()
-        self._bar = self._tqdm(total=total or None, desc=task, leave=False, unit="step")
+        if total != 1:
+            self._bar = self._tqdm(total=total or None, desc=task, leave=False, unit="batch")
 
     def advance(self, n: int) -> None:
         if self._bar is not None:

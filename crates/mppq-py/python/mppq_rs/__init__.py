@@ -26,6 +26,7 @@ from . import _native
 from ._convert import arrays_out, batches, feeds, model_source
 from ._progress import ProgressArg, reporter
 from ._setting import SettingArg, resolve
+from . import errors
 from .errors import (
     DataError,
     ExportError,
@@ -49,15 +50,7 @@ __all__ = [
     "exporters",
     "host_cpu",
     "QuantizationResult",
-    "MppqError",
-    "ModelError",
-    "DataError",
-    "SettingError",
-    "QuantizationError",
-    "ExportError",
-    "FileError",
-    "Interrupted",
-    "InternalError",
+    *errors.__all__,
 ]
 
 ModelArg = Union[str, "os.PathLike[str]", bytes, Any]

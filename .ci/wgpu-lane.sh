@@ -41,9 +41,11 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" RUST_BACKTRACE="${RUST
 log "Vulkan driver: $ICD"
 
 # 2. Build.
-log "building xtask --features wgpu"
-# Without the default ndarray feature: Burn's ndarray backend is the CPU lane's, and building it
-# again against the wgpu feature set would cost minutes.
+log "building xtask --no-default-features --features wgpu"
+# Without xtask's default features: `ndarray` (Burn's ndarray backend is the CPU lane's, and building
+# it again against the wgpu feature set would cost minutes) and `full` (only the conformance runner
+# and what it needs, mppq-ir, mppq-onnx and mppq-exec, are built with wgpu; not the quantizing crates
+# above them).
 cargo build -p xtask --no-default-features --features wgpu
 XTASK="${CARGO_TARGET_DIR:-target}/debug/xtask"
 

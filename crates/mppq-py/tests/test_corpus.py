@@ -27,7 +27,7 @@ def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
 
 @pytest.mark.skipif(not MODEL.exists(), reason=f"corpus model missing: {MODEL} (run `cargo xtask real-models --ci`)")
 def test_corpus_model_from_a_generator_equals_the_command_and_holds_in_ort(tmp_path: Path) -> None:
-    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is installed with the xtask's requirements")
+    ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (in the xtask's requirements)")
     cli = cli_quantize(MODEL, BATCHES / "calib", tmp_path / "cli")
     result = mppq_rs.quantize(MODEL, (b for b in npz_batches(BATCHES / "calib")), progress=False)
     assert result.qdq_model == (cli / "model.qdq.onnx").read_bytes()

@@ -27,7 +27,7 @@ def quantize(model: Any, calibration: Any, **kw: Any) -> mppq_rs.QuantizationRes
 
 
 def graph_model(nodes: list[Any], initializers: list[Any]) -> Any:
-    onnx = pytest.importorskip("onnx", reason="onnx is installed with the xtask's requirements")
+    onnx = pytest.importorskip("onnx", reason="needs onnx (in the xtask's requirements)")
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -53,7 +53,7 @@ def test_every_error_is_an_mppq_error() -> None:
 def test_model_errors_name_the_file_or_node(xs: list[np.ndarray]) -> None:
     with pytest.raises(mppq_rs.ModelError, match=r"`<model bytes>` is not a valid ONNX protobuf"):
         quantize(b"not a model", xs)
-    from onnx import helper
+    helper = pytest.importorskip("onnx.helper", reason="needs onnx to build the test model (in the xtask's requirements)")
 
     mystery = graph_model([helper.make_node("FooBar", ["x"], ["z"], name="mystery")], [])
     with pytest.raises(mppq_rs.ModelError, match=r"operator FooBar .* of node `mystery` is not supported"):
@@ -102,7 +102,8 @@ def test_file_errors_name_the_path(xs: list[np.ndarray], tmp_path: Path) -> None
 
 
 def test_quantization_and_export_errors_name_the_node() -> None:
-    from onnx import helper, numpy_helper
+    helper = pytest.importorskip("onnx.helper", reason="needs onnx to build the test model (in the xtask's requirements)")
+    numpy_helper = pytest.importorskip("onnx.numpy_helper")
 
     w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
     shape = numpy_helper.from_array(np.array([1, 4], np.int64), "shape")

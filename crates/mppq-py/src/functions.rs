@@ -52,7 +52,7 @@ fn input_names(
 ) -> PyResult<Vec<String>> {
     guard(|| {
         py.detach(|| read_model(model_path.as_deref(), model_bytes, label))
-            .map(|model| mppq_api::data::calib::InputSignature::of(&model).inputs.into_iter().map(|i| i.name).collect())
+            .map(|model| mppq_api::data::calib::InputSignature::of(&model).input_names())
             .or_raise()
     })
 }

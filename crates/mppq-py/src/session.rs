@@ -7,8 +7,8 @@
 use crate::arrays::{ArrayIn, ArrayOut, batch_from_py, batch_to_py};
 use crate::errors::{OrRaise, guard, setting_error, to_py};
 use crate::progress::PythonProgress;
-use mppq_api::data::calib::{CalibrationSet, MemoryBatches};
-use mppq_api::exec::{Tensor, Value};
+use mppq_api::data::calib::{CalibrationSet, InputSignature, MemoryBatches};
+use mppq_api::model::run::{to_data, to_values};
 use mppq_api::quantize::{JobSummary, ModelQuantizer, quantize_into};
 use mppq_api::{ApiError, QuantizeSetting};
 use pyo3::prelude::*;
@@ -78,8 +78,7 @@ impl Session {
 
     /// The model's inputs in graph order (what a positional batch maps onto).
     fn input_names(&self) -> PyResult<Vec<String>> {
-        let q = self.quantizer()?;
-        Ok(mppq_api::data::calib::InputSignature::of(&q.model).inputs.into_iter().map(|i| i.name).collect())
+        Ok(InputSignature::of(&self.quantizer()?.model).input_names())
     }
 
     /// Adds one calibration batch (checked against the model now).
@@ -209,7 +208,7 @@ impl Quantized {
 
     /// The inputs of the quantized model, in graph order.
     fn input_names(&self) -> Vec<String> {
-        mppq_api::data::calib::InputSignature::of(&self.quantizer.model).inputs.into_iter().map(|i| i.name).collect()
+        InputSignature::of(&self.quantizer.model).input_names()
     }
 
     /// The line `mppq quantize` ends with.
@@ -230,17 +229,15 @@ impl Quantized {
     /// Moves copies of every file into `dir` (created if needed) as `mppq quantize -o dir`
     /// leaves them: together, never over the model or the calibration data.
     fn save(&self, dir: PathBuf) -> PyResult<Vec<(String, String)>> {
-        let inputs: Vec<&Path> = self.inputs.iter().map(PathBuf::as_path).collect();
-        let staging = mppq_api::staging::Staging::new(&dir, &inputs).or_raise()?;
-        let mut files = Vec::with_capacity(self.job.files.len());
-        for (what, path) in &self.job.files {
-            let to = staging.path().join(self.relative(path));
-            std::fs::copy(path, &to)
-                .map_err(|source| to_py(ApiError::Io { path: to.display().to_string(), source }))?;
-            files.push((what.clone(), to));
-        }
-        let files = staging.commit(files).or_raise()?;
-        Ok(files.into_iter().map(|(w, p)| (w, p.display().to_string())).collect())
+        self.staged(&dir, |staging| {
+            let mut files = Vec::with_capacity(self.job.files.len());
+            for (what, path) in &self.job.files {
+                let to = staging.join(self.relative(path));
+                std::fs::copy(path, &to).map_err(|source| ApiError::Io { path: to.display().to_string(), source })?;
+                files.push((what.clone(), to));
+            }
+            Ok(files)
+        })
     }
 
     /// Runs one registered exporter with `options` (JSON, its `[export.NAME]` keys) into `dir`.
@@ -249,22 +246,17 @@ impl Quantized {
             serde_json::from_str(options).map_err(|e| setting_error(format!("export options: {e}")))?;
         let q = &self.quantizer;
         let sections = std::collections::BTreeMap::from([(name.to_string(), options)]);
-        let inputs: Vec<&Path> = self.inputs.iter().map(PathBuf::as_path).collect();
-        guard(|| {
-            let exporters = mppq_api::export::resolve_exporters(
-                Some(&[name.to_string()]),
-                &sections,
-                &q.platform.exporters(),
-                &q.platform.export_options(),
-            )
-            .map_err(ApiError::from)
-            .or_raise()?;
-            let staging = mppq_api::staging::Staging::new(&dir, &inputs).or_raise()?;
-            let files = mppq_api::export::export_all(&q.model, &exporters, staging.path())
-                .map_err(ApiError::from)
-                .or_raise()?;
-            let files = staging.commit(files.into_iter().map(|a| (a.what, a.path)).collect()).or_raise()?;
-            Ok(files.into_iter().map(|(w, p)| (w, p.display().to_string())).collect())
+        let exporters = mppq_api::export::resolve_exporters(
+            Some(&[name.to_string()]),
+            &sections,
+            &q.platform.exporters(),
+            &q.platform.export_options(),
+        )
+        .map_err(ApiError::from)
+        .or_raise()?;
+        self.staged(&dir, |staging| {
+            let files = mppq_api::export::export_all(&q.model, &exporters, staging)?;
+            Ok(files.into_iter().map(|a| (a.what, a.path)).collect())
         })
     }
 
@@ -274,18 +266,8 @@ impl Quantized {
         let q = &self.quantizer;
         let outputs = guard(|| {
             py.detach(|| {
-                mppq_api::data::calib::InputSignature::of(&q.model).check_batch(Path::new("run inputs"), &feeds)?;
-                let values = feeds
-                    .iter()
-                    .map(|(name, data)| Ok((name.clone(), Value::Tensor(Tensor::from_data(data, q.device())?))))
-                    .collect::<Result<Vec<_>, ApiError>>()?;
-                q.simulate(values)?
-                    .into_iter()
-                    .map(|(name, value)| match value {
-                        Value::Tensor(t) => Ok((name, t.to_data()?)),
-                        _ => Err(ApiError::Data { file: name, message: "output is not a tensor".into() }),
-                    })
-                    .collect::<Result<Vec<_>, ApiError>>()
+                InputSignature::of(&q.model).check_batch(Path::new("run inputs"), &feeds)?;
+                to_data(q.simulate(to_values(feeds, q.device())?)?)
             })
             .or_raise()
         })?;
@@ -294,6 +276,22 @@ impl Quantized {
 }
 
 impl Quantized {
+    /// Runs `write` into a staging folder of `dir` and moves what it lists into `dir` together
+    /// ([`mppq_api::staging`]: never over the files this result was made from).
+    fn staged(
+        &self,
+        dir: &Path,
+        write: impl FnOnce(&Path) -> Result<Vec<(String, PathBuf)>, ApiError>,
+    ) -> PyResult<Vec<(String, String)>> {
+        guard(|| {
+            let inputs: Vec<&Path> = self.inputs.iter().map(PathBuf::as_path).collect();
+            let staging = mppq_api::staging::Staging::new(dir, &inputs).or_raise()?;
+            let written = write(staging.path()).or_raise()?;
+            let files = staging.commit(written).or_raise()?;
+            Ok(files.into_iter().map(|(w, p)| (w, p.display().to_string())).collect())
+        })
+    }
+
     fn relative(&self, path: &Path) -> String {
         path.strip_prefix(self.dir.path()).unwrap_or(path).display().to_string()
     }

@@ -69,20 +69,30 @@ pub fn run_model_with(
 ) -> Result<Vec<(String, TensorData)>> {
     let opsets = |d: &str| model.opset(d).unwrap_or(0);
     let exec = Executor::new(&model.graph, &OpRegistry::builtin(), device, &opsets)?;
-    let values = feeds
-        .into_iter()
-        .map(|(n, d)| {
-            Tensor::from_data(&d, device)
-                .map(|t| (n.clone(), Value::Tensor(t)))
-                .map_err(|e| ApiError::Data { file: n.clone(), message: e.to_string() })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let values = to_values(feeds, device)?;
     let outputs = if simulate {
         let mut sim = mppq_exec::QuantSimulation::new(&model.graph, mppq_exec::BurnFakeQuant);
         exec.run(values, &mut [&mut sim])?
     } else {
         exec.run(values, &mut [])?
     };
+    to_data(outputs)
+}
+
+/// Feeds as executor values on `device`.
+pub fn to_values(feeds: Vec<(String, TensorData)>, device: &Device) -> Result<Vec<(String, Value)>> {
+    feeds
+        .into_iter()
+        .map(|(n, d)| {
+            Tensor::from_data(&d, device)
+                .map(|t| (n.clone(), Value::Tensor(t)))
+                .map_err(|e| ApiError::Data { file: n.clone(), message: e.to_string() })
+        })
+        .collect()
+}
+
+/// Graph outputs as IR tensors (an output that is not a tensor is an error).
+pub fn to_data(outputs: Vec<(String, Value)>) -> Result<Vec<(String, TensorData)>> {
     outputs
         .into_iter()
         .map(|(name, v)| match v {

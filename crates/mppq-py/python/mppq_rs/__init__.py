@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Union
 from . import _native
 from ._convert import arrays_out, batches, feeds, model_source
 from ._progress import ProgressArg, reporter
-from ._setting import SettingArg, resolve
+from ._setting import KEYWORDS, SettingArg, resolve
 from . import errors
 from .errors import (
     DataError,
@@ -223,7 +223,7 @@ def analyse(
 ) -> dict[str, Any]:
     """``mppq analyse``: quantize in memory (or apply ``quant_config``, a ``quant.json``) and
     return the error analysis as a dict (what ``report.json`` holds). Keywords as :func:`quantize`."""
-    unknown = set(keywords) - set(_keyword_names())
+    unknown = set(keywords) - set(KEYWORDS)
     if unknown:
         raise SettingError(f"analyse() got unknown keyword(s): {', '.join(sorted(unknown))}")
     report = reporter(progress)
@@ -232,12 +232,6 @@ def analyse(
     qc = os.fspath(quant_config) if quant_config is not None else None
     result: dict[str, Any] = json.loads(session.analyse(qc, report))
     return result
-
-
-def _keyword_names() -> list[str]:
-    from ._setting import KEYWORDS
-
-    return list(KEYWORDS)
 
 
 def run(

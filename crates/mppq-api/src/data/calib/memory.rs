@@ -16,8 +16,6 @@ pub struct MemoryBatches {
     /// Bytes that may stay in memory.
     budget: usize,
     kept: usize,
-    /// Where batches past the budget are written (created on the first one).
-    spill: Option<Arc<tempfile::TempDir>>,
     label: String,
 }
 
@@ -33,20 +31,8 @@ impl MemoryBatches {
                  memory are already the model's input tensors: leave them out",
             ));
         }
-        let set = CalibrationSet {
-            sources: Vec::new(),
-            cached: Vec::new(),
-            signature: InputSignature::of(model),
-            images: None,
-            notes: Vec::new(),
-            spill: None,
-        };
-        Ok(Self { set, budget: setting.cache_mib.saturating_mul(1 << 20), kept: 0, spill: None, label: label.into() })
-    }
-
-    /// The model's inputs, in graph order (what a positional batch maps onto).
-    pub fn input_names(&self) -> Vec<String> {
-        self.set.signature.inputs.iter().map(|i| i.name.clone()).collect()
+        let set = CalibrationSet::empty(InputSignature::of(model));
+        Ok(Self { set, budget: setting.cache_mib.saturating_mul(1 << 20), kept: 0, label: label.into() })
     }
 
     pub fn len(&self) -> usize {
@@ -68,23 +54,20 @@ impl MemoryBatches {
             check_finite(&label, name, data)?;
         }
         let bytes: usize = batch.iter().map(|(_, t)| t.byte_len()).sum();
-        if self.spill.is_none() && self.kept + bytes <= self.budget {
+        if self.set.spill.is_none() && self.kept + bytes <= self.budget {
             self.kept += bytes;
             self.set.sources.push(Source::Memory(label.display().to_string()));
             self.set.cached.push(Some(batch));
             return Ok(());
         }
-        let dir = match &self.spill {
+        let dir = match &self.set.spill {
             Some(dir) => dir.clone(),
             None => {
                 let dir = tempfile::Builder::new()
                     .prefix("mppq-calibration-")
                     .tempdir()
                     .map_err(|source| ApiError::Io { path: std::env::temp_dir().display().to_string(), source })?;
-                let dir = Arc::new(dir);
-                self.spill = Some(dir.clone());
-                self.set.spill = Some(dir.clone());
-                dir
+                self.set.spill.insert(Arc::new(dir)).clone()
             }
         };
         let mut files = Vec::with_capacity(batch.len());

@@ -246,8 +246,7 @@ impl CalibrationSet {
             ));
         }
         check_options_apply(setting, &signature, &found, path)?;
-        let mut set =
-            Self { sources: Vec::new(), cached: Vec::new(), signature, images: None, notes: Vec::new(), spill: None };
+        let mut set = Self::empty(signature);
         if let Some(first) = found.skipped_links.first() {
             set.notes.push(format!(
                 "{} link(s) lead to data already read and were skipped (e.g. `{first}`)",
@@ -282,15 +281,15 @@ impl CalibrationSet {
 
     /// A set of batches already in memory; `label` names them in errors.
     pub fn from_batches(model: &Model, label: &str, batches: Vec<Batch>) -> Self {
-        let sources = (0..batches.len()).map(|i| Source::Memory(format!("<{label}, calibration batch {i}>"))).collect();
-        Self {
-            sources,
-            cached: batches.into_iter().map(Some).collect(),
-            signature: InputSignature::of(model),
-            images: None,
-            notes: Vec::new(),
-            spill: None,
-        }
+        let mut set = Self::empty(InputSignature::of(model));
+        set.sources = (0..batches.len()).map(|i| Source::Memory(format!("<{label}, calibration batch {i}>"))).collect();
+        set.cached = batches.into_iter().map(Some).collect();
+        set
+    }
+
+    /// A set without batches for inputs `signature`.
+    fn empty(signature: InputSignature) -> Self {
+        Self { sources: Vec::new(), cached: Vec::new(), signature, images: None, notes: Vec::new(), spill: None }
     }
 
     fn raw_sources(&self, files: Vec<PathBuf>, setting: &DataSetting) -> Result<Vec<Source>> {
@@ -495,13 +494,12 @@ impl CalibrationSet {
             Source::Memory(label) => {
                 return Err(ApiError::Setting(format!("{label}: an in-memory batch is not in memory")));
             }
-            Source::Spilled(label, files) => {
-                let mut batch = Vec::with_capacity(files.len());
-                for (name, file) in files {
-                    batch.push((name.clone(), crate::data::npy::read_npy(file)?));
-                }
-                self.signature.check_batch(Path::new(label), &batch)?;
-                batch
+            // Checked when it was pushed; the files are this set's own.
+            Source::Spilled(_, files) => {
+                return files
+                    .iter()
+                    .map(|(name, file)| Ok((name.clone(), crate::data::npy::read_npy(file)?)))
+                    .collect();
             }
         };
         let file = PathBuf::from(self.sources[index].describe());

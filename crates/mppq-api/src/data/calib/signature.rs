@@ -57,6 +57,11 @@ impl InputSignature {
         Self { inputs }
     }
 
+    /// The input names in graph order (what a positional batch maps onto).
+    pub fn input_names(&self) -> Vec<String> {
+        self.inputs.iter().map(|i| i.name.clone()).collect()
+    }
+
     fn names(&self) -> String {
         self.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
     }

@@ -40,18 +40,22 @@ export CUBECL_AUTOTUNE_LEVEL=minimal
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
 log "Vulkan driver: $ICD"
 
-# 2. Build.
-log "building xtask --no-default-features --features wgpu"
+# 2. Build, in one feature resolution with mppq-exec's wgpu tests: its benchmark dev-dependencies
+#    change features of crates under Burn (criterion turns on ciborium's defaults, which
+#    cubecl-environment uses; gemm's were another), so building the xtask apart from the tests
+#    compiled Burn twice (11 minutes on 2 cores). `--all-targets` brings those dev-dependencies in.
+log "building xtask and mppq-exec's tests --no-default-features --features wgpu"
 # Without xtask's default features: `ndarray` (Burn's ndarray backend is the CPU lane's, and building
 # it again against the wgpu feature set would cost minutes) and `full` (only the conformance runner
 # and what it needs, mppq-ir, mppq-onnx and mppq-exec, are built with wgpu; not the quantizing crates
 # above them).
-cargo build -p xtask --no-default-features --features wgpu
+lane_features=(-p xtask -p mppq-exec --no-default-features --features xtask/wgpu,mppq-exec/wgpu)
+cargo build "${lane_features[@]}" --all-targets
 XTASK="${CARGO_TARGET_DIR:-target}/debug/xtask"
 
 # 3. The executor's wgpu tests: stand-ins (scalars, bools, 8-bit ints) and device poisoning.
 log "cargo test -p mppq-exec --features wgpu (wgpu tests)"
-cargo test -p mppq-exec --features wgpu --test wgpu --test poison
+cargo test "${lane_features[@]}" --test wgpu --test poison
 
 # 4. Conformance on wgpu (a case that panics in the backend poisons the device; the xtask
 #    resumes the remaining cases in a fresh process).

@@ -141,11 +141,8 @@ pub fn graphwise_error(
     let mut sums = vec![Moments::default(); watches.len()];
     let mut samples: Vec<PairSample> =
         (0..watches.len()).map(|i| PairSample::new(setting.sample_cap, setting.seed.wrapping_add(i as u64))).collect();
-    // The float run keeping batch b+1's tensors goes on beside batch b's simulated run (which
-    // meets batch b's kept tensors in order): the comparison's sums and samples see the batches
-    // one after the other, as before, and two batches' kept tensors are held at once.
-    let keep = |batch: &Vec<(String, Value)>| -> Result<Vec<Option<Tensor>>> {
-        Ok(match reference {
+    for (b, batch) in batches.iter().enumerate() {
+        let kept = match reference {
             // A weight-only graph's activations are never rescaled (no pass moves scale between
             // layers while activations stay float), so every tensor is compared with the
             // reference model's: a weight a pass rewrote (GPTQ's codes) counts against its layer.
@@ -165,17 +162,10 @@ pub fn graphwise_error(
                 kept
             }
             None => Comparison::keep(exec, comparison.points(), batch.clone(), is_float)?.0,
-        })
-    };
-    let mut next = Some(keep(&batches[0]));
-    for (b, batch) in batches.iter().enumerate() {
-        let kept = next.take().unwrap_or_else(|| keep(batch))?;
+        };
         let padding = padding.as_ref().and_then(|p| p.batch(batch));
         let mut compare = Compare { watches: &watches, sums: &mut sums, samples: &mut samples, batch: b, padding };
-        let (simulated, following) =
-            rayon::join(|| comparison.simulate(batch.clone(), kept, &mut compare), || batches.get(b + 1).map(keep));
-        simulated??;
-        next = following;
+        comparison.simulate(batch.clone(), kept, &mut compare)??;
         progress(b + 1, batches.len());
     }
     let mut rows = Vec::with_capacity(watches.len());

@@ -42,7 +42,7 @@ log "Vulkan driver: $ICD"
 
 # 2. Build, in one feature resolution with mppq-exec's wgpu tests: its benchmark dev-dependencies
 #    change features of crates under Burn (criterion turns on ciborium's defaults, which
-#    cubecl-environment uses; gemm's were another), so building the xtask apart from the tests
+#    cubecl-environment uses; gemm's `default` feature is another), so building the xtask apart from the tests
 #    compiled Burn twice (11 minutes on 2 cores). `--all-targets` brings those dev-dependencies in.
 log "building xtask and mppq-exec's tests --no-default-features --features wgpu"
 # Without xtask's default features: `ndarray` (Burn's ndarray backend is the CPU lane's, and building
@@ -54,7 +54,7 @@ cargo build "${lane_features[@]}" --all-targets
 XTASK="${CARGO_TARGET_DIR:-target}/debug/xtask"
 
 # 3. The executor's wgpu tests: stand-ins (scalars, bools, 8-bit ints) and device poisoning.
-log "cargo test -p mppq-exec --features wgpu (wgpu tests)"
+log "mppq-exec's wgpu tests (same features as the build: nothing recompiles)"
 cargo test "${lane_features[@]}" --test wgpu --test poison
 
 # 4. Conformance on wgpu (a case that panics in the backend poisons the device; the xtask
